@@ -1,0 +1,42 @@
+"""Shared by tools/train.py and tools/test.py: load a config and build its Runner."""
+import os.path as osp
+
+HOSTS = ('mmdet', 'mmseg', 'mmpretrain')
+
+
+def load_config(path, cfg_options=None, work_dir=None, launcher='none'):
+    """Load ``path``, apply ``--cfg-options`` and choose the work dir.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: the config names no ``default_scope`` among the supported hosts.
+    """
+    from mmengine.config import Config
+
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file {path} does not exist')
+    cfg = Config.fromfile(path)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    scope = cfg.get('default_scope', None)
+    if scope not in HOSTS + ('mmposenc', 'mmengine'):
+        raise ValueError(f'config {path} has default_scope={scope!r}; expected one of '
+                         f'{HOSTS} (inherit a host base config such as '
+                         "'mmdet::_base_/default_runtime.py')")
+    cfg.launcher = launcher
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(path))[0])
+    return cfg
+
+
+def build_runner(cfg):
+    """Build the Runner named by ``runner_type`` (mmengine's ``Runner`` by default)."""
+    from mmengine.registry import RUNNERS
+    from mmengine.runner import Runner
+
+    import mmposenc.registry  # noqa: F401  (puts the mmposenc scope into the registry tree)
+    if 'runner_type' in cfg:
+        return RUNNERS.build(cfg)
+    return Runner.from_cfg(cfg)

@@ -1,0 +1,83 @@
+"""Train any mmposenc config with mmengine's Runner.
+
+The host (mmdet, mmseg or mmpretrain) comes from the config's ``default_scope``; its registries
+and ours resolve lazily, so one script serves all three. The usual OpenMMLab arguments apply:
+
+    python tools/train.py configs/peg_detr/xxx.py --work-dir work_dirs/xxx \
+        --cfg-options train_dataloader.batch_size=2 --amp --resume
+
+``--amp`` uses mmengine's ``AmpOptimWrapper`` (fp16 + loss scaling) where CUDA is available and
+mmposenc's ``BF16OptimWrapper`` (bfloat16 autocast) on CPU, where ``AmpOptimWrapper`` refuses
+to run.
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from _runner_utils import build_runner, load_config  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='Train a model from an mmposenc config')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='the dir to save logs and models')
+    parser.add_argument(
+        '--amp', action='store_true', help='enable automatic mixed precision training')
+    parser.add_argument(
+        '--auto-scale-lr', action='store_true',
+        help='scale the learning rate by the actual total batch size (auto_scale_lr)')
+    parser.add_argument(
+        '--resume', nargs='?', type=str, const='auto',
+        help='resume from this checkpoint, or, without a path, from the latest '
+        'checkpoint in the work dir')
+    parser.add_argument(
+        '--no-validate', action='store_true', help='skip validation during training')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=_dict_action(),
+        help='override config settings, xxx=yyy (key="[a,b]" for lists)')
+    parser.add_argument(
+        '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def _dict_action():
+    from mmengine.config import DictAction
+    return DictAction
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
+
+    if args.amp:
+        from mmposenc.engine import amp_optim_wrapper_type
+        cfg.optim_wrapper.type = amp_optim_wrapper_type()
+        if cfg.optim_wrapper.type == 'AmpOptimWrapper':
+            cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+    if args.auto_scale_lr:
+        if 'auto_scale_lr' not in cfg or 'base_batch_size' not in cfg.auto_scale_lr:
+            raise RuntimeError('--auto-scale-lr needs `auto_scale_lr = dict('
+                               'base_batch_size=...)` in the config')
+        cfg.auto_scale_lr.enable = True
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        cfg.resume = True
+        cfg.load_from = args.resume
+    if args.no_validate:
+        cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+
+    runner = build_runner(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
