@@ -25,8 +25,12 @@ T0=$(date +%s)
 
 say() { printf '[setup %4ss] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 pin() {  # pin NAME -> the version pinned for NAME
-    local v
-    v=$(sed -nE "s/^(@build +)?$1==([^ ]+).*/\2/p" "$PINS" | head -n 1)
+    local v  # a run-time pin first; `pin NAME @build` for the build-only one
+    if [ "${2:-}" = "@build" ]; then
+        v=$(sed -nE "s/^@build +$1==([^ ]+).*/\1/p" "$PINS" | head -n 1)
+    else
+        v=$(sed -nE "s/^$1==([^ ]+).*/\1/p" "$PINS" | head -n 1)
+    fi
     [ -n "$v" ] || { echo "no pin for $1 in $PINS" >&2; exit 2; }
     echo "$v"
 }
@@ -38,6 +42,7 @@ PY=$VENV/bin/python
 check_stack() {
     "$PY" - <<'EOF' >/dev/null 2>&1
 import torch, torchvision, mmcv, mmcv.ops, mmengine, mmdet, mmseg, mmpretrain, mmposenc  # noqa
+import pkg_resources  # noqa: mmengine needs it to resolve 'mmdet::' configs
 import torchvision.ops  # fails when torch and torchvision builds do not match
 EOF
 }
@@ -51,7 +56,9 @@ if [ ! -x "$PY" ]; then
     say "creating virtual environment $VENV with $($PYTHON --version)"
     "$PYTHON" -m venv "$VENV"
 fi
-PIP=("$PY" -m pip --disable-pip-version-check)
+PIP=(pip_quiet "$PY" -m pip --disable-pip-version-check)
+# pip warns once per package about configured local index folders that lack it; drop that noise
+pip_quiet() { "$@" 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2); }
 CONSTRAINTS=$VENV/.mmposenc-constraints.txt
 grep -vE '^\s*(#|@build|$)' "$PINS" > "$CONSTRAINTS"
 
@@ -82,9 +89,8 @@ EOF
     wheel=$(ls "$WHEELDIR"/mmcv-"$MMCV_V"-*.whl 2>/dev/null | head -n 1 || true)
     if [ -z "$wheel" ]; then
         say "building mmcv==$MMCV_V ops from source for $key (11-14 min on 2 cores)"
-        old_st=$("$PY" -c 'import importlib.metadata as m; print(m.version("setuptools"))' 2>/dev/null || echo "")
-        "${PIP[@]}" install -q "setuptools==$(pin setuptools)" "ninja==$(pin ninja)" wheel \
-            -c "$CONSTRAINTS" addict packaging pyyaml yapf "numpy==$(pin numpy)" \
+        "${PIP[@]}" install -q "setuptools==$(pin setuptools @build)" "ninja==$(pin ninja @build)" wheel \
+            addict packaging pyyaml yapf "numpy==$(pin numpy)" \
             "opencv-python==$(pin opencv-python)" "mmengine==$(pin mmengine)"
         tmp=$(mktemp -d)
         MAX_JOBS=${MAX_JOBS:-$(nproc)} MMCV_WITH_OPS=1 \
@@ -98,10 +104,8 @@ EOF
         mv "$built" "$WHEELDIR/"
         rm -rf "$tmp"
         wheel=$(ls "$WHEELDIR"/mmcv-"$MMCV_V"-*.whl | head -n 1)
-        if [ -n "$old_st" ]; then
-            say "restoring setuptools==$old_st"
-            "${PIP[@]}" install -q "setuptools==$old_st"
-        fi
+        say "restoring setuptools==$(pin setuptools)"
+        "${PIP[@]}" install -q "setuptools==$(pin setuptools)"
     else
         say "using cached mmcv wheel $wheel"
     fi
@@ -114,7 +118,7 @@ say "installing mmengine, mmdet, mmsegmentation, mmpretrain, pycocotools, test t
     "mmengine==$(pin mmengine)" "mmdet==$(pin mmdet)" "mmsegmentation==$(pin mmsegmentation)" \
     "mmpretrain==$(pin mmpretrain)" "pycocotools==$(pin pycocotools)" "ftfy==$(pin ftfy)" \
     "regex==$(pin regex)" "numpy==$(pin numpy)" "opencv-python==$(pin opencv-python)" \
-    "pytest==$(pin pytest)"
+    "pytest==$(pin pytest)" "setuptools==$(pin setuptools)"
 say "installing mmposenc (editable)"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 

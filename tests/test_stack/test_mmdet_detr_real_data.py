@@ -44,14 +44,14 @@ def _two_coco_images(cfg, coco128_root):
 @pytest.mark.slow
 @pytest.mark.parametrize('config', CONFIGS)
 def test_host_detr_train_and_predict_step(config, coco128_root):
-    from mmengine.config import Config
+    from mmengine.hub import get_config
     from mmengine.optim import build_optim_wrapper
     from mmengine.registry import init_default_scope
     from mmdet.registry import MODELS
 
     torch.manual_seed(0)
     init_default_scope('mmdet')
-    cfg = Config.fromfile(config)
+    cfg = get_config(config)  # resolves the 'mmdet::' prefix
     cfg.model.backbone.init_cfg = None  # no download; the weights do not matter here
     model = MODELS.build(cfg.model)
     model.init_weights()
