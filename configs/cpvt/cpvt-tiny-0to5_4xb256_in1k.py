@@ -1,0 +1,5 @@
+# CPVT-Ti with PEGs after encoder layers 0-5 (positions 0, 1, 2, 3, 4: the paper's best
+# placement, "0-5").
+_base_ = ['cpvt-tiny_4xb256_in1k.py']
+
+model = dict(backbone=dict(peg_positions=(0, 1, 2, 3, 4)))

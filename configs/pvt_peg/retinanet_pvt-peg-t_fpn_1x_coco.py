@@ -1,0 +1,20 @@
+# RetinaNet + FPN with PVT-Tiny + PEG (+GAP-pretrained) backbone, 1x schedule (CPVT paper
+# Table 13, PVT's detection setting). Compare with mmdet's own PVT-Tiny (absolute PE):
+# mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py.
+_base_ = ['mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py']
+
+custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposenc.PVTPEG',  # PVTPEG
+        arch='tiny',
+        out_indices=(0, 1, 2, 3),
+        drop_path_rate=0.1,
+        # an mmpretrain classifier checkpoint of configs/pvt_peg/pvt-peg-tiny_8xb128_in1k.py
+        init_cfg=None),
+    neck=dict(in_channels=[64, 128, 320, 512]))  # FPN
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # PVTPEG.pegs

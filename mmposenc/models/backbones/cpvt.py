@@ -1,0 +1,356 @@
+"""CPVT: DeiT/ViT whose learnable position embedding is replaced by PEGs."""
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks.drop import build_dropout
+from mmcv.cnn.bricks.transformer import FFN, PatchEmbed
+from mmengine.model import BaseModule, ModuleList
+from mmengine.model.weight_init import trunc_normal_
+
+from mmposenc.registry import MODELS
+from ..layers.peg import PEG
+
+
+def resize_pos_embed(pos_embed: torch.Tensor, src_shape: Sequence[int],
+                     dst_shape: Sequence[int], mode: str = 'bicubic',
+                     num_extra_tokens: int = 1) -> torch.Tensor:
+    """Resize a (1, extra + h*w, C) learnable position embedding to a new grid.
+
+    Extra tokens are kept; the grid part is interpolated (bicubic by default,
+    ``align_corners=False``).
+    """
+    if tuple(src_shape) == tuple(dst_shape):
+        return pos_embed
+    _, L, C = pos_embed.shape
+    if L != num_extra_tokens + src_shape[0] * src_shape[1]:
+        raise ValueError(f'pos_embed has {L} tokens, expected {num_extra_tokens} + '
+                         f'{src_shape[0]} * {src_shape[1]}')
+    extra = pos_embed[:, :num_extra_tokens]
+    grid = pos_embed[:, num_extra_tokens:].reshape(1, *src_shape, C).permute(0, 3, 1, 2)
+    grid = F.interpolate(grid.float(), size=tuple(dst_shape), mode=mode, align_corners=False)
+    grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
+    return torch.cat((extra, grid), dim=1)
+
+
+class MultiheadSelfAttention(BaseModule):
+    """Multi-head self-attention with a fused ``qkv`` projection (ViT/DeiT).
+
+    Parameter names (``qkv``, ``proj``) follow mmpretrain's ViT so its
+    checkpoints map one to one.
+
+    Args:
+        embed_dims (int): Channels.
+        num_heads (int): Attention heads.
+        qkv_bias (bool): Bias of the qkv projection. Defaults to True.
+        attn_drop (float): Dropout on attention weights. Defaults to 0.
+        proj_drop (float): Dropout after the output projection. Defaults to 0.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+    """
+
+    def __init__(self, embed_dims, num_heads, qkv_bias=True, attn_drop=0., proj_drop=0.,
+                 init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims ({embed_dims}) must be divisible by num_heads '
+                             f'({num_heads})')
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x):
+        """(B, N, C) -> (B, N, C)."""
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        x = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+        x = x.transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+class TransformerEncoderLayer(BaseModule):
+    """Pre-norm ViT encoder layer (``ln1, attn, ln2, ffn``, as mmpretrain).
+
+    Args:
+        embed_dims (int): Channels.
+        num_heads (int): Attention heads.
+        feedforward_channels (int): Hidden channels of the FFN.
+        drop_rate (float): Dropout after attention and FFN. Defaults to 0.
+        attn_drop_rate (float): Attention-weight dropout. Defaults to 0.
+        drop_path_rate (float): Stochastic depth. Defaults to 0.
+        qkv_bias (bool): Bias of the qkv projection. Defaults to True.
+        act_cfg (dict): FFN activation. Defaults to ``dict(type='GELU')``.
+        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+    """
+
+    def __init__(self, embed_dims, num_heads, feedforward_channels, drop_rate=0.,
+                 attn_drop_rate=0., drop_path_rate=0., qkv_bias=True,
+                 act_cfg=dict(type='GELU'), norm_cfg=dict(type='LN'), init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.attn = MultiheadSelfAttention(embed_dims, num_heads, qkv_bias=qkv_bias,
+                                           attn_drop=attn_drop_rate, proj_drop=drop_rate)
+        self.drop_path = build_dropout(dict(type='DropPath', drop_prob=drop_path_rate))
+        self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.ffn = FFN(embed_dims=embed_dims, feedforward_channels=feedforward_channels,
+                       num_fcs=2, ffn_drop=drop_rate,
+                       dropout_layer=dict(type='DropPath', drop_prob=drop_path_rate),
+                       act_cfg=act_cfg)
+
+    def init_weights(self):
+        super().init_weights()
+        if self.init_cfg is None:
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    trunc_normal_(m.weight, std=.02)
+                    if m.bias is not None:
+                        nn.init.zeros_(m.bias)
+
+    def forward(self, x):
+        x = x + self.drop_path(self.attn(self.ln1(x)))
+        return self.ffn(self.ln2(x), identity=x)
+
+
+def _to_2tuple(x) -> Tuple[int, int]:
+    return (x, x) if isinstance(x, int) else tuple(x)
+
+
+@MODELS.register_module()
+class CPVT(BaseModule):
+    """Conditional Position encoding Vision Transformer of `Conditional
+    Positional Encodings for Vision Transformers
+    <https://arxiv.org/abs/2102.10882>`_.
+
+    DeiT with its learnable absolute position embedding removed and a
+    :class:`PEG` inserted after every encoder layer listed in
+    ``peg_positions``. Since the position encoding is generated from the
+    tokens, the model runs at any input resolution without interpolation.
+
+    Args:
+        arch (str | dict): ``'tiny'`` (192 dims / 3 heads / 12 layers),
+            ``'small'`` (384/6/12) or ``'base'`` (768/12/12), aliases
+            ``'t'``, ``'s'``, ``'b'``; or a dict with keys ``embed_dims``,
+            ``num_layers``, ``num_heads``, ``feedforward_channels``.
+            Defaults to ``'tiny'``.
+        img_size (int | tuple): Nominal input size; only used to size the
+            optional learnable position embedding. Defaults to 224.
+        patch_size (int): Patch size. Defaults to 16.
+        in_channels (int): Input channels. Defaults to 3.
+        peg_positions (Sequence[int]): Indices of the encoder layers followed
+            by a PEG; ``-1`` puts one before the first layer. The paper's
+            default is ``(0,)`` (after the first layer); its best "0-5" is
+            ``(0, 1, 2, 3, 4)``. Defaults to ``(0,)``.
+        peg_cfg (dict): Extra arguments of every :class:`PEG` (e.g.
+            ``kernel_size``, ``conv_type``, ``padding``). Defaults to
+            ``dict()``.
+        out_type (str): Output of each index in ``out_indices``:
+
+            - ``'cls_token'``: the class token, (B, C).
+            - ``'avg_featmap'``: CPVT-GAP, the average of the (normalised)
+              patch tokens, (B, C); the model has no class token at all.
+            - ``'featmap'``: the patch tokens as a map (B, C, H, W) for dense
+              tasks.
+
+            Defaults to ``'cls_token'``.
+        with_cls_token (bool, optional): Whether a class token is used.
+            Defaults to None: only for ``out_type='cls_token'``.
+        out_indices (int | Sequence[int]): Encoder layers whose outputs are
+            returned. Defaults to -1 (the last).
+        with_pos_embed (bool): Keep DeiT's learnable absolute position
+            embedding as well ("PEG + LE", CPVT Table 7); it is resized
+            bicubically to the input grid. Defaults to False.
+        interpolate_mode (str): Resize mode of the kept position embedding.
+            Defaults to ``'bicubic'``.
+        drop_rate (float): Dropout. Defaults to 0.
+        attn_drop_rate (float): Attention dropout. Defaults to 0.
+        drop_path_rate (float): Stochastic depth, linearly increasing.
+            Defaults to 0.
+        qkv_bias (bool): Bias of the qkv projections. Defaults to True.
+        norm_cfg (dict): Norm layers. Defaults to
+            ``dict(type='LN', eps=1e-6)``.
+        final_norm (bool): Normalise the last layer's output. Defaults to True.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+
+    Examples:
+        >>> import torch
+        >>> model = CPVT('tiny')
+        >>> model(torch.rand(1, 3, 224, 224))[0].shape
+        torch.Size([1, 192])
+        >>> model = CPVT('tiny', out_type='featmap', peg_positions=(0, 1, 2, 3, 4))
+        >>> model(torch.rand(1, 3, 160, 96))[0].shape
+        torch.Size([1, 192, 10, 6])
+    """
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny', 'deit-t', 'deit-tiny'], {
+            'embed_dims': 192, 'num_layers': 12, 'num_heads': 3,
+            'feedforward_channels': 192 * 4}),
+        **dict.fromkeys(['s', 'small', 'deit-s', 'deit-small'], {
+            'embed_dims': 384, 'num_layers': 12, 'num_heads': 6,
+            'feedforward_channels': 384 * 4}),
+        **dict.fromkeys(['b', 'base', 'deit-b', 'deit-base'], {
+            'embed_dims': 768, 'num_layers': 12, 'num_heads': 12,
+            'feedforward_channels': 768 * 4}),
+    }
+    essential_keys = {'embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'}
+    OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 img_size: Union[int, Sequence[int]] = 224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 peg_positions: Sequence[int] = (0,),
+                 peg_cfg: dict = dict(),
+                 out_type: str = 'cls_token',
+                 with_cls_token: Optional[bool] = None,
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 with_pos_embed: bool = False,
+                 interpolate_mode: str = 'bicubic',
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 qkv_bias: bool = True,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 final_norm: bool = True,
+                 init_cfg: Optional[dict] = None):
+        super().__init__(init_cfg=init_cfg)
+        if isinstance(arch, str):
+            if arch.lower() not in self.arch_zoo:
+                raise ValueError(f'Arch {arch} is not in default archs {set(self.arch_zoo)}')
+            self.arch_settings = self.arch_zoo[arch.lower()]
+        else:
+            if not isinstance(arch, dict) or not self.essential_keys <= set(arch):
+                raise ValueError(f'Custom arch needs a dict with keys {self.essential_keys}')
+            self.arch_settings = arch
+        self.embed_dims = self.arch_settings['embed_dims']
+        self.num_layers = self.arch_settings['num_layers']
+
+        if out_type not in self.OUT_TYPES:
+            raise ValueError(f'out_type must be one of {self.OUT_TYPES}, got {out_type!r}')
+        self.out_type = out_type
+        if with_cls_token is None:
+            with_cls_token = out_type == 'cls_token'
+        if out_type == 'cls_token' and not with_cls_token:
+            raise ValueError("out_type='cls_token' needs with_cls_token=True")
+        self.with_cls_token = with_cls_token
+        self.num_extra_tokens = int(with_cls_token)
+
+        self.patch_embed = PatchEmbed(
+            in_channels=in_channels, embed_dims=self.embed_dims, conv_type='Conv2d',
+            kernel_size=patch_size, stride=patch_size, padding='corner')
+        self.patch_resolution = tuple(
+            math.ceil(s / patch_size) for s in _to_2tuple(img_size))
+        if with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
+        self.with_pos_embed = with_pos_embed
+        self.interpolate_mode = interpolate_mode
+        if with_pos_embed:
+            num_patches = self.patch_resolution[0] * self.patch_resolution[1]
+            self.pos_embed = nn.Parameter(
+                torch.zeros(1, num_patches + self.num_extra_tokens, self.embed_dims))
+            self._register_load_state_dict_pre_hook(self._resize_pos_embed_hook)
+        self.drop_after_pos = nn.Dropout(p=drop_rate)
+
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        out_indices = [self.num_layers + i if i < 0 else i for i in out_indices]
+        for i in out_indices:
+            if not 0 <= i < self.num_layers:
+                raise ValueError(f'out_indices must be in [0, {self.num_layers}), got {i}')
+        self.out_indices = tuple(out_indices)
+
+        peg_positions = tuple(sorted(set(peg_positions)))
+        for p in peg_positions:
+            if not -1 <= p < self.num_layers:
+                raise ValueError(f'peg_positions must be in [-1, {self.num_layers - 1}], '
+                                 f'got {p}')
+        self.peg_positions = peg_positions
+        #: PEGs, one per entry of ``peg_positions`` (stable name for ``custom_keys``).
+        self.pegs = ModuleList([
+            PEG(self.embed_dims, num_extra_tokens=self.num_extra_tokens, **peg_cfg)
+            for _ in peg_positions
+        ])
+
+        dpr = np.linspace(0, drop_path_rate, self.num_layers)
+        self.layers = ModuleList([
+            TransformerEncoderLayer(
+                self.embed_dims, self.arch_settings['num_heads'],
+                self.arch_settings['feedforward_channels'], drop_rate=drop_rate,
+                attn_drop_rate=attn_drop_rate, drop_path_rate=float(dpr[i]),
+                qkv_bias=qkv_bias, norm_cfg=norm_cfg) for i in range(self.num_layers)
+        ])
+        self.final_norm = final_norm
+        if final_norm:
+            self.ln1 = build_norm_layer(norm_cfg, self.embed_dims)[1]
+
+    def init_weights(self):
+        super().init_weights()
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            return
+        if self.with_cls_token:
+            trunc_normal_(self.cls_token, std=.02)
+        if self.with_pos_embed:
+            trunc_normal_(self.pos_embed, std=.02)
+
+    def _resize_pos_embed_hook(self, state_dict, prefix, *args, **kwargs):
+        """Resize a checkpoint's position embedding (e.g. DeiT at another size)."""
+        name = prefix + 'pos_embed'
+        if name not in state_dict:
+            return
+        ckpt = state_dict[name]
+        if ckpt.shape[1] == self.pos_embed.shape[1] + 1 and not self.with_cls_token:
+            ckpt = ckpt[:, 1:]  # drop the cls position of a DeiT checkpoint
+        if ckpt.shape != self.pos_embed.shape:
+            side = int(math.isqrt(ckpt.shape[1] - self.num_extra_tokens))
+            ckpt = resize_pos_embed(ckpt, (side, side), self.patch_resolution,
+                                    self.interpolate_mode, self.num_extra_tokens)
+        state_dict[name] = ckpt
+
+    def _format_output(self, x, hw_shape):
+        if self.out_type == 'cls_token':
+            return x[:, 0]
+        patch_tokens = x[:, self.num_extra_tokens:]
+        if self.out_type == 'avg_featmap':
+            return patch_tokens.mean(dim=1)
+        B, _, C = patch_tokens.shape
+        return patch_tokens.reshape(B, *hw_shape, C).permute(0, 3, 1, 2).contiguous()
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """Args:
+            x (Tensor): Images (B, in_channels, H, W), any H and W.
+
+        Returns:
+            tuple[Tensor]: One output per ``out_indices``: (B, C) for
+            ``'cls_token'``/``'avg_featmap'``, (B, C, H/p, W/p) for
+            ``'featmap'``.
+        """
+        B = x.shape[0]
+        x, hw_shape = self.patch_embed(x)
+        if self.with_cls_token:
+            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        if self.with_pos_embed:
+            x = x + resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
+                                     self.interpolate_mode, self.num_extra_tokens)
+        x = self.drop_after_pos(x)
+        pegs = dict(zip(self.peg_positions, self.pegs))
+        if -1 in pegs:
+            x = pegs[-1](x, hw_shape)
+        outs = []
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i in pegs:
+                x = pegs[i](x, hw_shape)
+            if i == self.num_layers - 1 and self.final_norm:
+                x = self.ln1(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, hw_shape))
+        return tuple(outs)

@@ -1,0 +1,258 @@
+"""PVT v1 with PEG instead of absolute position embeddings and GAP (Twins-PCPVT style)."""
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks.drop import build_dropout
+from mmcv.cnn.bricks.transformer import FFN, PatchEmbed
+from mmengine.model import BaseModule, ModuleList
+from mmengine.model.weight_init import trunc_normal_
+
+from mmposenc.registry import MODELS
+from ..layers.peg import PEG, map_to_tokens, tokens_to_map
+
+
+class SpatialReductionAttention(BaseModule):
+    """PVT's spatial-reduction attention: keys/values from a map downsampled
+    by a ``sr_ratio`` strided convolution.
+
+    Parameter names (``q``, ``kv``, ``proj``, ``sr``, ``norm``) follow the
+    official PVT/Twins code. A grid smaller than ``sr_ratio`` is zero-padded
+    up to it so that any input size works.
+
+    Args:
+        embed_dims (int): Channels.
+        num_heads (int): Attention heads.
+        sr_ratio (int): Spatial reduction of keys and values. Defaults to 1.
+        qkv_bias (bool): Bias of ``q`` and ``kv``. Defaults to True.
+        attn_drop (float): Attention-weight dropout. Defaults to 0.
+        proj_drop (float): Output dropout. Defaults to 0.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+    """
+
+    def __init__(self, embed_dims, num_heads, sr_ratio=1, qkv_bias=True, attn_drop=0.,
+                 proj_drop=0., init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims ({embed_dims}) must be divisible by num_heads '
+                             f'({num_heads})')
+        self.num_heads = num_heads
+        self.sr_ratio = sr_ratio
+        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+        if sr_ratio > 1:
+            self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
+            self.norm = nn.LayerNorm(embed_dims)
+
+    def forward(self, x, hw_shape):
+        """(B, H*W, C) -> (B, H*W, C)."""
+        B, N, C = x.shape
+        d = C // self.num_heads
+        q = self.q(x).reshape(B, N, self.num_heads, d).transpose(1, 2)
+        if self.sr_ratio > 1:
+            feat = tokens_to_map(x, hw_shape)
+            pad_b = max(self.sr_ratio - hw_shape[0], 0)
+            pad_r = max(self.sr_ratio - hw_shape[1], 0)
+            if pad_b or pad_r:
+                feat = F.pad(feat, (0, pad_r, 0, pad_b))
+            kv_in = self.norm(map_to_tokens(self.sr(feat)))
+        else:
+            kv_in = x
+        k, v = self.kv(kv_in).reshape(B, -1, 2, self.num_heads, d).permute(2, 0, 3, 1, 4)
+        x = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+        x = x.transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+class PVTEncoderLayer(BaseModule):
+    """PVT v1 encoder layer: ``x + SRA(norm1(x))``, then ``x + FFN(norm2(x))``.
+
+    Args:
+        embed_dims (int): Channels.
+        num_heads (int): Attention heads.
+        feedforward_channels (int): FFN hidden channels.
+        sr_ratio (int): Spatial reduction ratio. Defaults to 1.
+        qkv_bias (bool): Bias of q/kv. Defaults to True.
+        drop_rate (float): Dropout. Defaults to 0.
+        attn_drop_rate (float): Attention dropout. Defaults to 0.
+        drop_path_rate (float): Stochastic depth. Defaults to 0.
+        norm_cfg (dict): Norms. Defaults to ``dict(type='LN', eps=1e-6)``.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+    """
+
+    def __init__(self, embed_dims, num_heads, feedforward_channels, sr_ratio=1,
+                 qkv_bias=True, drop_rate=0., attn_drop_rate=0., drop_path_rate=0.,
+                 norm_cfg=dict(type='LN', eps=1e-6), init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.attn = SpatialReductionAttention(embed_dims, num_heads, sr_ratio, qkv_bias,
+                                              attn_drop_rate, drop_rate)
+        self.drop_path = build_dropout(dict(type='DropPath', drop_prob=drop_path_rate))
+        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.ffn = FFN(embed_dims=embed_dims, feedforward_channels=feedforward_channels,
+                       num_fcs=2, ffn_drop=drop_rate, act_cfg=dict(type='GELU'),
+                       dropout_layer=dict(type='DropPath', drop_prob=drop_path_rate))
+
+    def forward(self, x, hw_shape):
+        x = x + self.drop_path(self.attn(self.norm1(x), hw_shape))
+        return self.ffn(self.norm2(x), identity=x)
+
+
+@MODELS.register_module()
+class PVTPEG(BaseModule):
+    """PVT v1 with PEG and GAP (the CPVT paper's PVT + PEG; Twins-PCPVT).
+
+    `Pyramid Vision Transformer <https://arxiv.org/abs/2102.12122>`_ with its
+    absolute position embeddings and class token removed and one
+    :class:`PEG` after the first block of every stage, as in `Conditional
+    Positional Encodings for Vision Transformers
+    <https://arxiv.org/abs/2102.10882>`_ (§5.2). Classification uses global
+    average pooling of the last stage (a ``GlobalAveragePooling`` neck);
+    detection and segmentation necks take the multi-scale maps of
+    ``out_indices``. Any input size works.
+
+    Args:
+        arch (str | dict): ``'tiny'``, ``'small'``, ``'medium'``, ``'large'``
+            (aliases ``'t'``, ``'s'``, ``'m'``, ``'l'``) or a dict with keys
+            ``embed_dims``, ``num_heads``, ``mlp_ratios``, ``depths``,
+            ``sr_ratios`` (one entry per stage). Defaults to ``'tiny'``.
+        in_channels (int): Input channels. Defaults to 3.
+        patch_size (int): Patch size of the first stage. Defaults to 4.
+        peg_cfg (dict): Extra :class:`PEG` arguments. Defaults to ``dict()``.
+        out_indices (Sequence[int]): Stages whose maps are returned.
+            Defaults to ``(3,)``.
+        qkv_bias (bool): Bias of q/kv. Defaults to True.
+        drop_rate (float): Dropout. Defaults to 0.
+        attn_drop_rate (float): Attention dropout. Defaults to 0.
+        drop_path_rate (float): Stochastic depth, increasing linearly over all
+            blocks. Defaults to 0.1.
+        norm_cfg (dict): Block norms. Defaults to
+            ``dict(type='LN', eps=1e-6)``.
+        final_norm (bool): Normalise the last stage's output (as the
+            classifier). Defaults to True.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+
+    Examples:
+        >>> import torch
+        >>> model = PVTPEG('tiny', out_indices=(0, 1, 2, 3))
+        >>> for out in model(torch.rand(1, 3, 96, 128)):
+        ...     print(out.shape)
+        torch.Size([1, 64, 24, 32])
+        torch.Size([1, 128, 12, 16])
+        torch.Size([1, 320, 6, 8])
+        torch.Size([1, 512, 3, 4])
+    """
+    _base = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8],
+                 mlp_ratios=[8, 8, 4, 4], sr_ratios=[8, 4, 2, 1])
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny'], dict(_base, depths=[2, 2, 2, 2])),
+        **dict.fromkeys(['s', 'small'], dict(_base, depths=[3, 4, 6, 3])),
+        **dict.fromkeys(['m', 'medium'], dict(_base, depths=[3, 4, 18, 3])),
+        **dict.fromkeys(['l', 'large'], dict(_base, depths=[3, 8, 27, 3])),
+    }
+    essential_keys = {'embed_dims', 'num_heads', 'mlp_ratios', 'depths', 'sr_ratios'}
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 in_channels: int = 3,
+                 patch_size: int = 4,
+                 peg_cfg: dict = dict(),
+                 out_indices: Sequence[int] = (3,),
+                 qkv_bias: bool = True,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.1,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 final_norm: bool = True,
+                 init_cfg: Optional[dict] = None):
+        super().__init__(init_cfg=init_cfg)
+        if isinstance(arch, str):
+            if arch.lower() not in self.arch_zoo:
+                raise ValueError(f'Arch {arch} is not in default archs {set(self.arch_zoo)}')
+            arch = self.arch_zoo[arch.lower()]
+        elif not isinstance(arch, dict) or not self.essential_keys <= set(arch):
+            raise ValueError(f'Custom arch needs a dict with keys {self.essential_keys}')
+        lengths = {k: len(arch[k]) for k in self.essential_keys}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f'All per-stage lists of arch must have the same length, '
+                             f'got {lengths}')
+        self.arch_settings = arch
+        self.embed_dims = list(arch['embed_dims'])
+        self.depths = list(arch['depths'])
+        self.num_stages = len(self.depths)
+        if isinstance(out_indices, int):
+            out_indices = (out_indices,)
+        out_indices = tuple(self.num_stages + i if i < 0 else i for i in out_indices)
+        for i in out_indices:
+            if not 0 <= i < self.num_stages:
+                raise ValueError(f'out_indices must be in [0, {self.num_stages}), got {i}')
+        self.out_indices = out_indices
+
+        dpr = np.linspace(0, drop_path_rate, sum(self.depths))
+        self.patch_embeds = ModuleList()
+        self.stages = ModuleList()
+        #: One PEG per stage (stable name for ``custom_keys``).
+        self.pegs = ModuleList()
+        cur = 0
+        prev = in_channels
+        for i, (dims, depth) in enumerate(zip(self.embed_dims, self.depths)):
+            k = patch_size if i == 0 else 2
+            self.patch_embeds.append(PatchEmbed(
+                in_channels=prev, embed_dims=dims, kernel_size=k, stride=k,
+                padding='corner', norm_cfg=dict(type='LN')))
+            self.stages.append(ModuleList([
+                PVTEncoderLayer(dims, arch['num_heads'][i],
+                                int(dims * arch['mlp_ratios'][i]), arch['sr_ratios'][i],
+                                qkv_bias, drop_rate, attn_drop_rate, float(dpr[cur + j]),
+                                norm_cfg) for j in range(depth)
+            ]))
+            self.pegs.append(PEG(dims, **peg_cfg))
+            cur += depth
+            prev = dims
+        self.final_norm = final_norm
+        if final_norm:
+            self.norm = build_norm_layer(norm_cfg, self.embed_dims[-1])[1]
+
+    def init_weights(self):
+        super().init_weights()
+        if self.init_cfg is not None:
+            return
+        for name, m in self.named_modules():
+            if name.startswith('pegs'):
+                continue  # PEG.init_weights keeps the official conv init
+            if isinstance(m, nn.Linear):
+                trunc_normal_(m.weight, std=.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: torch.Tensor):
+        """Args:
+            x (Tensor): Images (B, in_channels, H, W), any H and W.
+
+        Returns:
+            tuple[Tensor]: (B, C_i, H_i, W_i) maps of the ``out_indices``
+            stages (strides 4, 8, 16, 32 for the default patch size).
+        """
+        outs = []
+        for i in range(self.num_stages):
+            x, hw_shape = self.patch_embeds[i](x)
+            for j, block in enumerate(self.stages[i]):
+                x = block(x, hw_shape)
+                if j == 0:
+                    x = self.pegs[i](x, hw_shape)
+            if i == self.num_stages - 1 and self.final_norm:
+                x = self.norm(x)
+            x = tokens_to_map(x, hw_shape).contiguous()
+            if i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)

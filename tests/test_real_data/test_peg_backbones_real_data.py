@@ -1,0 +1,270 @@
+"""PEG backbones on real data: detection (coco128), segmentation (ADE20K sample and a
+COCO128-derived semantic set) and classification (COCO128 object crops).
+
+Each run is tiny (a handful of iterations, small images) and uses the shipped configs with
+only data paths, image sizes and schedules overridden.
+"""
+import glob
+import importlib.util
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+CFG = osp.join(REPO_ROOT, 'configs')
+
+
+def _tool(name):
+    path = osp.join(REPO_ROOT, 'tools', 'dataset_converters', f'{name}.py')
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(args):
+    # one intra-op thread: on a shared 2-core machine two OpenMP threads per process spin
+    # against other processes and run ~10x slower (measured: PVTPEG-T fwd+bwd 1 s vs 11 s)
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    res = subprocess.run([sys.executable] + args, cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert res.returncode == 0, f'{args} failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
+    return res
+
+
+def _log_values(work_dir, key):
+    """Values of ``key`` in the mmengine scalars.json of ``work_dir``."""
+    files = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')))
+    vals = []
+    for f in files:
+        for line in open(f):
+            rec = json.loads(line)
+            if key in rec:
+                vals.append(rec[key])
+    return vals
+
+
+@pytest.mark.slow
+def test_pvt_peg_retinanet_trains_and_evaluates_on_coco128(coco128_root, tmp_path):
+    root = coco128_root.rstrip('/') + '/'
+    ann = root + 'annotations/instances_train2017.json'
+    cfg = tmp_path / 'retinanet_pvt-peg-t_coco128.py'
+    cfg.write_text(f"""
+_base_ = ['{CFG}/pvt_peg/retinanet_pvt-peg-t_fpn_1x_coco.py']
+data_root = '{root}'
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='Resize', scale=(256, 256), keep_ratio=True),
+    dict(type='PackDetInputs')]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(256, 256), keep_ratio=True),
+    dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape',
+                                          'scale_factor'))]
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, dataset=dict(
+    data_root=data_root, ann_file='annotations/instances_train2017.json',
+    data_prefix=dict(img='train2017/'), pipeline=train_pipeline, indices=8))
+val_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, dataset=dict(
+    data_root=data_root, ann_file='annotations/instances_train2017.json',
+    data_prefix=dict(img='train2017/'), pipeline=test_pipeline, indices=2))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file='{ann}')
+test_evaluator = val_evaluator
+# an untrained RetinaNet scores ~0.01 (its prior): keep every box so CocoMetric has work
+model = dict(test_cfg=dict(score_thr=0.0, max_per_img=20))
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=4, val_interval=100)
+param_scheduler = []
+log_processor = dict(by_epoch=False)
+default_hooks = dict(logger=dict(interval=1),
+                     checkpoint=dict(by_epoch=False, interval=4))
+""")
+    work_dir = str(tmp_path / 'work')
+    _run(['tools/train.py', str(cfg), '--work-dir', work_dir, '--no-validate'])
+    losses = _log_values(work_dir, 'loss')
+    assert len(losses) == 4 and all(l == l and l > 0 for l in losses)  # finite, positive
+    ckpt = osp.join(work_dir, 'iter_4.pth')
+    assert osp.isfile(ckpt)
+    _run(['tools/test.py', str(cfg), ckpt, '--work-dir', work_dir])
+    metrics = json.load(open(sorted(glob.glob(osp.join(work_dir, '*', '*.json')))[-1]))
+    assert 0.0 <= metrics['coco/bbox_mAP'] <= 1.0
+
+
+def _semseg_cfg(tmp_path, body, model_extra=''):
+    cfg = tmp_path / 'fpn_pvt-peg.py'
+    cfg.write_text(f"""
+_base_ = ['{CFG}/pvt_peg/fpn_pvt-peg-t_8xb4-80k_ade20k-512x512.py']
+crop_size = (128, 128)
+model = dict(data_preprocessor=dict(size=crop_size),
+             backbone=dict(drop_path_rate=0.0), {model_extra})
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=ITERS, val_interval=1000)
+param_scheduler = []
+log_processor = dict(by_epoch=False)
+default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval=ITERS))
+{body}
+""")
+    return cfg
+
+
+@pytest.mark.slow
+def test_pvt_peg_semantic_fpn_on_ade20k_sample(ade20k_sample_root, tmp_path):
+    """Format check: the ADE20K layout loads, trains and reports mIoU."""
+    root = ade20k_sample_root.rstrip('/') + '/sampleData/'
+    ds = f"""dict(type='ADE20KDataset', data_root='{root}',
+        data_prefix=dict(img_path='images', seg_map_path='annotations'), pipeline=PIPE)"""
+    body = f"""
+train_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='RandomResize', scale=(256, 128), ratio_range=(0.8, 1.2), keep_ratio=True),
+    dict(type='RandomCrop', crop_size=crop_size), dict(type='PackSegInputs')]
+test_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='Resize', scale=(256, 128), keep_ratio=True),
+    dict(type='LoadAnnotations', reduce_zero_label=True), dict(type='PackSegInputs')]
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset={ds.replace('PIPE', 'train_pipeline')})
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset={ds.replace('PIPE', 'test_pipeline')})
+test_dataloader = val_dataloader
+"""
+    cfg = _semseg_cfg(tmp_path, body)
+    cfg.write_text(cfg.read_text().replace('ITERS', '4'))
+    work_dir = str(tmp_path / 'work')
+    _run(['tools/train.py', str(cfg), '--work-dir', work_dir, '--no-validate'])
+    _run(['tools/test.py', str(cfg), osp.join(work_dir, 'iter_4.pth'), '--work-dir', work_dir])
+    metrics = json.load(open(sorted(glob.glob(osp.join(work_dir, '*', '*.json')))[-1]))
+    assert 0.0 <= metrics['mIoU'] <= 100.0
+
+
+@pytest.mark.slow
+def test_coco_to_semseg_converter_and_pvt_peg_learns(coco128_root, tmp_path):
+    """The COCO128-derived semantic set: the converter writes consistent pairs, and a
+    PVTPEG Semantic FPN fits it (training loss drops)."""
+    import numpy as np
+    from PIL import Image
+    out = str(tmp_path / 'coco_semseg')
+    stats = _tool('coco_to_semseg').convert(coco128_root, out, num_classes=3, max_size=128)
+    assert stats['classes'][0] == 'background' and len(stats['classes']) == 4
+    assert stats['train'] + stats['val'] == 128 and stats['val'] > 0
+    labels = [np.asarray(Image.open(p)) for p in sorted(glob.glob(out + '/ann_dir/train/*.png'))]
+    imgs = sorted(glob.glob(out + '/img_dir/train/*.jpg'))
+    assert len(labels) == len(imgs) == stats['train']
+    assert Image.open(imgs[0]).size[::-1] == labels[0].shape
+    values = np.unique(np.concatenate([l.ravel() for l in labels]))
+    assert set(values.tolist()) == {0, 1, 2, 3}
+
+    classes = tuple(stats['classes'])
+    ds = f"""dict(type='BaseSegDataset', data_root='{out}', img_suffix='.jpg',
+        seg_map_suffix='.png', metainfo=dict(classes={classes!r}),
+        data_prefix=dict(img_path='img_dir/SPLIT', seg_map_path='ann_dir/SPLIT'),
+        pipeline=PIPE, indices=8)"""
+    body = f"""
+train_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations'),
+    dict(type='RandomCrop', crop_size=crop_size), dict(type='PackSegInputs')]
+test_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations'),
+                 dict(type='PackSegInputs')]
+train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    sampler=dict(type='InfiniteSampler', shuffle=True),
+    dataset={ds.replace('PIPE', 'train_pipeline').replace('SPLIT', 'train')})
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset={ds.replace('PIPE', 'test_pipeline').replace('SPLIT', 'val')})
+test_dataloader = val_dataloader
+optim_wrapper = dict(optimizer=dict(lr=1e-3))
+"""
+    cfg = _semseg_cfg(tmp_path, body, f'decode_head=dict(num_classes={len(classes)})')
+    cfg.write_text(cfg.read_text().replace('ITERS', '30'))
+    work_dir = str(tmp_path / 'work')
+    _run(['tools/train.py', str(cfg), '--work-dir', work_dir, '--no-validate'])
+    losses = _log_values(work_dir, 'loss')
+    assert len(losses) == 30
+    first, last = np.mean(losses[:5]), np.mean(losses[-5:])
+    assert last < 0.8 * first, losses
+
+
+@pytest.mark.slow
+def test_cpvt_tiny_classifier_on_coco_crops_at_several_resolutions(coco128_root, tmp_path):
+    """CPVT-Ti (depth shrunk to 4) learns COCO128 object crops at 64 px and is evaluated at
+    48, 64, 96 and 80x112 px with no fine-tuning and no interpolation."""
+    import torch
+    from mmengine.config import Config
+    from mmengine.runner import Runner
+    out = str(tmp_path / 'crops')
+    stats = _tool('coco_crops_cls').convert(coco128_root, out, num_classes=3, min_size=24,
+                                            max_size=72, max_per_class=40)
+    print('COCO128 crops:', stats)
+    assert len(stats['classes']) == 3 and stats['train'] > 50 and stats['val'] > 10
+    for split in ('train', 'val'):
+        assert sorted(osp.basename(d) for d in glob.glob(f'{out}/{split}/*')) == \
+            sorted(stats['classes'])
+
+    def pipeline(size, train):
+        p = [dict(type='LoadImageFromFile'), dict(type='Resize', scale=size)]
+        if train:
+            p.append(dict(type='RandomFlip', prob=0.5, direction='horizontal'))
+        return p + [dict(type='PackInputs')]
+
+    def loader(split, size, train):
+        return dict(batch_size=16, num_workers=0, persistent_workers=False,
+                    sampler=dict(type='InfiniteSampler' if train else 'DefaultSampler',
+                                 shuffle=train),
+                    dataset=dict(type='CustomDataset', data_root=f'{out}/{split}',
+                                 pipeline=pipeline(size, train)))
+
+    cfg = Config.fromfile(osp.join(CFG, 'cpvt', 'cpvt-tiny_4xb256_in1k.py'))
+    cfg.model.backbone.arch = dict(embed_dims=192, num_layers=4, num_heads=3,
+                                   feedforward_channels=768)
+    cfg.model.backbone.drop_path_rate = 0.
+    cfg.model.backbone.patch_size = 8
+    cfg.model.head.num_classes = 3
+    cfg.model.head.loss = dict(type='CrossEntropyLoss')
+    cfg.model.train_cfg = None
+    cfg.model.data_preprocessor = dict(num_classes=3, mean=[123.675, 116.28, 103.53],
+                                       std=[58.395, 57.12, 57.375], to_rgb=True)
+    cfg.data_preprocessor = cfg.model.data_preprocessor
+    cfg.train_dataloader = loader('train', (64, 64), True)
+    cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None
+    cfg.test_dataloader = loader('val', (64, 64), False)
+    cfg.test_evaluator = dict(type='Accuracy', topk=(1, ))
+    cfg.test_cfg = dict()
+    cfg.train_cfg = dict(by_epoch=False, max_iters=80)
+    cfg.param_scheduler = []
+    cfg.optim_wrapper.optimizer.lr = 1e-3
+    cfg.optim_wrapper.optimizer.weight_decay = 0.01
+    cfg.log_processor = dict(by_epoch=False)
+    cfg.default_hooks.logger = dict(type='LoggerHook', interval=1)
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', by_epoch=False, interval=80)
+    cfg.work_dir = str(tmp_path / 'work')
+    cfg.randomness = dict(seed=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see _run: avoids OpenMP spinning on a shared 2-core box
+    try:
+        _train_and_test_cpvt(cfg, loader, Runner)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_and_test_cpvt(cfg, loader, Runner):
+    import numpy as np
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    losses = _log_values(cfg.work_dir, 'loss')
+    assert np.mean(losses[-8:]) < np.mean(losses[:8]), losses
+
+    accs = {}
+    for size in [(48, 48), (64, 64), (96, 96), (80, 112)]:
+        cfg.test_dataloader = loader('val', size, False)
+        cfg.load_from = osp.join(cfg.work_dir, 'iter_80.pth')
+        cfg.train_dataloader = cfg.train_cfg = cfg.optim_wrapper = None
+        cfg.param_scheduler = None
+        cfg.experiment_name = f'test_{size[0]}x{size[1]}'
+        metrics = Runner.from_cfg(cfg).test()
+        accs[size] = metrics['accuracy/top1']
+    # every resolution runs with the same weights and gives a valid accuracy
+    assert all(0.0 <= a <= 100.0 for a in accs.values()), accs
+    print('CPVT accuracy by test resolution (no fine-tuning):', accs)

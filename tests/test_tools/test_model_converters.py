@@ -1,0 +1,279 @@
+"""Checkpoint converters: Twins/timm PCPVT -> PVTPEG and mmpretrain DeiT -> CPVT.
+
+No download: the source checkpoints are produced in-process, by mmpretrain's own
+``VisionTransformer`` (DeiT) and by a transcription of the official Twins ``CPVTV2`` forward
+(Meituan-AutoML/Twins ``gvt.py``; timm's ``twins.py`` uses the same parameter names).
+"""
+import importlib.util
+import os.path as osp
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mmposenc.models.backbones import CPVT, PVTPEG
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def _load_tool(name):
+    path = osp.join(ROOT, 'tools', 'model_converters', f'{name}.py')
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+twins_conv = _load_tool('twins_pcpvt_to_pvtpeg')
+deit_conv = _load_tool('deit_to_cpvt')
+
+
+# --- a transcription of the official Twins PCPVT (CPVTV2) classifier -------------------------
+class _TwinsPatchEmbed(nn.Module):
+    def __init__(self, patch, cin, cout):
+        super().__init__()
+        self.patch = patch
+        self.proj = nn.Conv2d(cin, cout, patch, patch)
+        self.norm = nn.LayerNorm(cout)
+
+    def forward(self, x):
+        x = self.proj(x)
+        hw = x.shape[2:]
+        return self.norm(x.flatten(2).transpose(1, 2)), hw
+
+
+class _TwinsAttn(nn.Module):
+    def __init__(self, dim, heads, sr):
+        super().__init__()
+        self.heads, self.sr_ratio = heads, sr
+        self.q = nn.Linear(dim, dim)
+        self.kv = nn.Linear(dim, dim * 2)
+        self.proj = nn.Linear(dim, dim)
+        if sr > 1:
+            self.sr = nn.Conv2d(dim, dim, sr, sr)
+            self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x, H, W):
+        B, N, C = x.shape
+        q = self.q(x).reshape(B, N, self.heads, C // self.heads).permute(0, 2, 1, 3)
+        if self.sr_ratio > 1:
+            x_ = self.sr(x.permute(0, 2, 1).reshape(B, C, H, W)).reshape(B, C, -1)
+            x = self.norm(x_.permute(0, 2, 1))
+        kv = self.kv(x).reshape(B, -1, 2, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        attn = (q @ kv[0].transpose(-2, -1)) * (C // self.heads)**-0.5
+        x = (attn.softmax(-1) @ kv[1]).transpose(1, 2).reshape(B, N, C)
+        return self.proj(x)
+
+
+class _TwinsMlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class _TwinsBlock(nn.Module):
+    def __init__(self, dim, heads, ratio, sr):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = _TwinsAttn(dim, heads, sr)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = _TwinsMlp(dim, int(dim * ratio))
+
+    def forward(self, x, H, W):
+        x = x + self.attn(self.norm1(x), H, W)
+        return x + self.mlp(self.norm2(x))
+
+
+class _TwinsPosCNN(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Sequential(nn.Conv2d(dim, dim, 3, 1, 1, groups=dim))
+
+    def forward(self, x, H, W):
+        B, N, C = x.shape
+        feat = x.transpose(1, 2).view(B, C, H, W)
+        return (self.proj(feat) + feat).flatten(2).transpose(1, 2)
+
+
+class TwinsPCPVT(nn.Module):
+    def __init__(self, dims, heads, ratios, depths, srs, num_classes=10):
+        super().__init__()
+        self.patch_embeds = nn.ModuleList(
+            [_TwinsPatchEmbed(4 if i == 0 else 2, 3 if i == 0 else dims[i - 1], d)
+             for i, d in enumerate(dims)])
+        self.blocks = nn.ModuleList([
+            nn.ModuleList([_TwinsBlock(dims[i], heads[i], ratios[i], srs[i])
+                           for _ in range(depths[i])]) for i in range(len(dims))])
+        self.pos_block = nn.ModuleList([_TwinsPosCNN(d) for d in dims])
+        self.norm = nn.LayerNorm(dims[-1], eps=1e-6)
+        self.head = nn.Linear(dims[-1], num_classes)
+        for p in self.parameters():  # non-trivial values everywhere
+            nn.init.normal_(p, std=0.2)
+
+    def forward_features(self, x):
+        B = x.shape[0]
+        for i in range(len(self.blocks)):
+            x, (H, W) = self.patch_embeds[i](x)
+            for j, blk in enumerate(self.blocks[i]):
+                x = blk(x, H, W)
+                if j == 0:
+                    x = self.pos_block[i](x, H, W)
+            if i < len(self.blocks) - 1:
+                x = x.reshape(B, H, W, -1).permute(0, 3, 1, 2)
+        return self.norm(x).mean(dim=1)
+
+    def forward(self, x):
+        return self.head(self.forward_features(x))
+
+
+SMALL_ARCH = dict(embed_dims=[16, 32, 40, 48], num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4],
+                  depths=[2, 1, 2, 1], sr_ratios=[8, 4, 2, 1])
+
+
+def _twins_small():
+    torch.manual_seed(0)
+    a = SMALL_ARCH
+    return TwinsPCPVT(a['embed_dims'], a['num_heads'], a['mlp_ratios'], a['depths'],
+                      a['sr_ratios']).eval()
+
+
+def test_twins_pcpvt_converts_and_matches_the_official_forward():
+    twins = _twins_small()
+    state = twins_conv.convert(twins.state_dict())
+    assert not any(k.startswith('head') for k in state)
+    model = PVTPEG(SMALL_ARCH, drop_path_rate=0.).eval()
+    model.load_state_dict(state, strict=True)
+    x = torch.rand(2, 3, 64, 96)
+    with torch.no_grad():
+        ours = model(x)[-1].mean(dim=(2, 3))  # GlobalAveragePooling neck
+        ref = twins.forward_features(x)
+    torch.testing.assert_close(ours, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_twins_classifier_checkpoint_gives_the_same_logits():
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+    import mmpretrain.models  # noqa: F401
+    twins = _twins_small()
+    state = twins_conv.convert({'model': twins.state_dict()}, with_head=True)
+    state = {k if k.startswith('head.') else f'backbone.{k}': v for k, v in state.items()}
+    clf = PRETRAIN_MODELS.build(dict(
+        type='ImageClassifier', backbone=dict(type='mmposenc.PVTPEG', arch=SMALL_ARCH),
+        neck=dict(type='GlobalAveragePooling'),
+        head=dict(type='LinearClsHead', num_classes=10, in_channels=48))).eval()
+    clf.load_state_dict(state, strict=True)
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(clf(x, mode='tensor'), twins(x), atol=1e-4, rtol=1e-4)
+
+
+def test_twins_unmapped_keys_are_listed():
+    state = _twins_small().state_dict()
+    state['pos_embeds.0'] = torch.zeros(1)
+    state['cls_token'] = torch.zeros(1)
+    with pytest.raises(KeyError, match=r"2 Twins-PCPVT keys .*\['cls_token', 'pos_embeds.0'\]"):
+        twins_conv.convert(state)
+
+
+def test_twins_full_size_arch_is_inferred_and_loads_strictly():
+    keys = {}
+    for i, d in enumerate([3, 4, 6, 3]):
+        for j in range(d):
+            keys[f'stages.{i}.{j}.norm1.weight'] = None
+    assert twins_conv.infer_arch(keys) == 'small'
+    # a real PVTPEG-small state dict round-trips through the inverse naming
+    model = PVTPEG('small')
+    inverse = {}
+    for k, v in model.state_dict().items():
+        k2 = (k.replace('stages.', 'blocks.').replace('ffn.layers.0.0', 'mlp.fc1')
+              .replace('ffn.layers.1', 'mlp.fc2').replace('pegs.', 'pos_block.')
+              .replace('.projection.', '.proj.'))
+        inverse[k2] = v
+    inverse['head.weight'] = torch.zeros(1000, 512)
+    loaded = twins_conv.load_strict(twins_conv.convert(inverse))
+    assert isinstance(loaded, PVTPEG) and loaded.depths == [3, 4, 6, 3]
+
+
+DEIT_ARCH = dict(embed_dims=48, num_layers=3, num_heads=3, feedforward_channels=96)
+
+
+def _deit_tiny_small(**kwargs):
+    from mmpretrain.models import VisionTransformer
+    torch.manual_seed(0)
+    deit = VisionTransformer(
+        arch=DEIT_ARCH,
+        img_size=64, patch_size=16, **kwargs)
+    deit.init_weights()
+    for p in deit.parameters():
+        p.data.normal_(std=0.2)
+    deit.eval()  # mmpretrain's BaseBackbone.train() returns None
+    return deit
+
+
+def test_deit_to_cpvt_with_kept_pe_and_zero_peg_equals_deit():
+    """Keeping the PE and zero PEGs, the converted CPVT computes exactly DeiT."""
+    deit = _deit_tiny_small()
+    backbone, head = deit_conv.convert(deit.state_dict(), keep_pos_embed=True)
+    assert not head
+    cpvt, state = deit_conv.build_cpvt(backbone, init_peg='zeros', arch=DEIT_ARCH,
+                                       peg_positions=(0, 1))
+    cpvt.eval()
+    x = torch.rand(2, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(cpvt(x)[0], deit(x)[0], atol=1e-5, rtol=1e-5)
+        # at another resolution both resize the PE bicubically
+        x = torch.rand(1, 3, 96, 48)
+        torch.testing.assert_close(cpvt(x)[0], deit(x)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_deit_to_cpvt_default_drops_pe_and_loads_strictly():
+    deit = _deit_tiny_small()
+    sd = {f'backbone.{k}': v for k, v in deit.state_dict().items()}
+    sd['head.layers.head.weight'] = torch.zeros(5, 48)
+    backbone, head = deit_conv.convert({'state_dict': sd})
+    assert 'pos_embed' not in backbone and list(head) == ['head.layers.head.weight']
+    cpvt, state = deit_conv.build_cpvt(backbone, init_peg='random', arch=DEIT_ARCH)
+    with pytest.raises(ValueError, match='not a DeiT size'):
+        deit_conv.build_cpvt(backbone)
+    assert not cpvt.with_pos_embed and set(state) == set(cpvt.state_dict())
+    assert state['pegs.0.proj.0.weight'].abs().sum() > 0
+    torch.testing.assert_close(cpvt.layers[2].attn.qkv.weight, deit.layers[2].attn.qkv.weight)
+
+
+def test_deit_unmapped_keys_are_listed():
+    sd = dict(_deit_tiny_small().state_dict())
+    sd['dist_token'] = torch.zeros(1)
+    with pytest.raises(KeyError, match=r"1 DeiT keys have no CPVT mapping: \['dist_token'\]"):
+        deit_conv.convert(sd)
+
+
+@pytest.mark.parametrize('backbone_cfg', [
+    dict(type='mmposenc.CPVT', arch=dict(embed_dims=48, num_layers=2, num_heads=3,
+                                         feedforward_channels=96), out_type='featmap'),
+    dict(type='mmposenc.PVTPEG', arch=SMALL_ARCH, out_indices=(0, 1, 2, 3)),
+])
+def test_classifier_checkpoint_loads_as_pretrained_init_cfg(tmp_path, backbone_cfg):
+    """An mmpretrain ImageClassifier checkpoint (keys prefixed ``backbone.``) initialises the
+    same backbone in a detector/segmentor config through ``init_cfg`` with ``prefix``."""
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+    import mmpretrain.models  # noqa: F401
+    from mmposenc.registry import MODELS
+    torch.manual_seed(1)
+    clf_backbone = dict(backbone_cfg, out_indices=(-1,) if 'CPVT' in backbone_cfg['type']
+                        else (3,))
+    clf = PRETRAIN_MODELS.build(dict(
+        type='ImageClassifier', backbone=clf_backbone, neck=dict(type='GlobalAveragePooling'),
+        head=dict(type='LinearClsHead', num_classes=4, in_channels=48)))
+    for p in clf.parameters():
+        p.data.normal_()
+    ckpt = tmp_path / 'clf.pth'
+    torch.save({'state_dict': clf.state_dict(), 'meta': {}}, ckpt)
+    dense = MODELS.build(dict(backbone_cfg, init_cfg=dict(
+        type='Pretrained', checkpoint=str(ckpt), prefix='backbone.')))
+    dense.init_weights()
+    src = clf.backbone.state_dict()
+    for k, v in dense.state_dict().items():
+        torch.testing.assert_close(v, src[k], msg=k)

@@ -1,0 +1,126 @@
+"""Convert an official Twins / timm ``twins_pcpvt_*`` checkpoint to :class:`PVTPEG`.
+
+Twins-PCPVT-S/B/L are PVT-Small/Medium/Large with PEG and GAP, i.e. ``PVTPEG(arch='small' |
+'medium' | 'large')``. Keys are renamed (``blocks.i.j.mlp.fc1`` -> ``stages.i.j.ffn.layers.0.0``,
+``pos_block.i.proj.0`` -> ``pegs.i.proj.0``, ...), the result is loaded strictly into a freshly
+built ``PVTPEG`` and saved; any source key the mapping does not know is reported by name.
+
+Usage::
+
+    python tools/model_converters/twins_pcpvt_to_pvtpeg.py pcpvt_small.pth pvtpeg-s.pth
+    # an mmpretrain classifier checkpoint (backbone. prefix, head.fc.* from the Linear head):
+    python tools/model_converters/twins_pcpvt_to_pvtpeg.py pcpvt_small.pth out.pth --classifier
+"""
+import argparse
+import re
+from collections import OrderedDict
+
+import torch
+
+#: (source regex, target template) pairs; the first match wins.
+KEY_MAP = [
+    (r'^patch_embeds\.(\d+)\.proj\.(weight|bias)$', r'patch_embeds.\1.projection.\2'),
+    (r'^patch_embeds\.(\d+)\.norm\.(weight|bias)$', r'patch_embeds.\1.norm.\2'),
+    (r'^blocks\.(\d+)\.(\d+)\.(norm1|norm2)\.(weight|bias)$', r'stages.\1.\2.\3.\4'),
+    (r'^blocks\.(\d+)\.(\d+)\.attn\.(q|kv|proj|sr|norm)\.(weight|bias)$',
+     r'stages.\1.\2.attn.\3.\4'),
+    (r'^blocks\.(\d+)\.(\d+)\.mlp\.fc1\.(weight|bias)$', r'stages.\1.\2.ffn.layers.0.0.\3'),
+    (r'^blocks\.(\d+)\.(\d+)\.mlp\.fc2\.(weight|bias)$', r'stages.\1.\2.ffn.layers.1.\3'),
+    (r'^pos_block\.(\d+)\.proj\.0\.(weight|bias)$', r'pegs.\1.proj.0.\2'),
+    (r'^norm\.(weight|bias)$', r'norm.\1'),
+]
+HEAD_RE = re.compile(r'^head\.(weight|bias)$')
+
+#: Twins-PCPVT size -> PVTPEG arch (by the depths of the stages).
+DEPTHS_TO_ARCH = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'medium',
+                  (3, 8, 27, 3): 'large'}
+
+
+class UnmappedKeysError(KeyError):
+    """Source keys the converter does not know."""
+
+    def __str__(self):
+        return self.args[0]
+
+
+def _unwrap(ckpt):
+    for k in ('state_dict', 'model', 'state_dict_ema'):
+        if isinstance(ckpt, dict) and k in ckpt and isinstance(ckpt[k], dict):
+            return ckpt[k]
+    return ckpt
+
+
+def convert(state_dict, with_head=False):
+    """Rename Twins-PCPVT keys to PVTPEG keys.
+
+    Args:
+        state_dict (dict): Official Twins or timm ``twins_pcpvt_*`` weights.
+        with_head (bool): Keep the classifier as ``head.fc.*`` (mmpretrain
+            ``LinearClsHead``) instead of dropping it.
+
+    Returns:
+        OrderedDict: PVTPEG weights (plus ``head.fc.*`` when ``with_head``).
+
+    Raises:
+        UnmappedKeysError: listing every source key that has no mapping.
+    """
+    out, unmapped = OrderedDict(), []
+    for key, value in _unwrap(state_dict).items():
+        head = HEAD_RE.match(key)
+        if head:
+            if with_head:
+                out[f'head.fc.{head.group(1)}'] = value
+            continue
+        for pattern, target in KEY_MAP:
+            if re.match(pattern, key):
+                out[re.sub(pattern, target, key)] = value
+                break
+        else:
+            unmapped.append(key)
+    if unmapped:
+        raise UnmappedKeysError(
+            f'{len(unmapped)} Twins-PCPVT keys have no PVTPEG mapping: {sorted(unmapped)}')
+    return out
+
+
+def infer_arch(state_dict):
+    """The PVTPEG arch of converted weights, from the blocks per stage."""
+    depths = []
+    for i in range(4):
+        ids = {int(m.group(1)) for k in state_dict
+               for m in [re.match(rf'^stages\.{i}\.(\d+)\.', k)] if m}
+        depths.append(max(ids) + 1 if ids else 0)
+    if tuple(depths) not in DEPTHS_TO_ARCH:
+        raise ValueError(f'stage depths {depths} match no PVTPEG arch {DEPTHS_TO_ARCH}')
+    return DEPTHS_TO_ARCH[tuple(depths)]
+
+
+def load_strict(backbone_state, arch=None):
+    """Build ``PVTPEG`` and load the converted weights with ``strict=True``."""
+    from mmposenc.models.backbones import PVTPEG
+    model = PVTPEG(arch or infer_arch(backbone_state), out_indices=(0, 1, 2, 3))
+    model.load_state_dict(backbone_state, strict=True)
+    return model
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('src', help='Twins/timm twins_pcpvt checkpoint')
+    parser.add_argument('dst', help='output checkpoint')
+    parser.add_argument('--classifier', action='store_true',
+                        help='write an mmpretrain ImageClassifier checkpoint (backbone. '
+                        'prefix and head.fc.*) instead of backbone-only weights')
+    args = parser.parse_args()
+    src = torch.load(args.src, map_location='cpu', weights_only=True)
+    state = convert(src, with_head=args.classifier)
+    backbone = {k: v for k, v in state.items() if not k.startswith('head.')}
+    load_strict(backbone)
+    if args.classifier:
+        state = OrderedDict((k if k.startswith('head.') else f'backbone.{k}', v)
+                            for k, v in state.items())
+    torch.save({'state_dict': state, 'meta': {'converted_from': args.src}}, args.dst)
+    print(f'saved {len(state)} tensors to {args.dst}')
+
+
+if __name__ == '__main__':
+    main()
