@@ -1,0 +1,11 @@
+# Position-encoding zoo on CIFAR-10 (ViT-S, patch 4, 32 x 32): axial 2D rotary embedding of
+# queries and keys.
+_base_ = ['vit-small-p4_abspos_1xb128-200e_cifar10.py']
+
+model = dict(backbone=dict(pos_encoding=dict(_delete_=True, type='mmposenc.RoPE2d')))
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(custom_keys={
+        '_delete_': True,
+        '.cls_token': dict(decay_mult=0.0),
+    }))

@@ -1,0 +1,291 @@
+"""PerViT backbone (Min et al., NeurIPS 2022) for classification, detection and segmentation."""
+from typing import Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+from mmcv.cnn import ConvModule, build_norm_layer
+from mmcv.cnn.bricks.drop import build_dropout
+from mmengine.model import BaseModule, ModuleList, Sequential
+
+from mmposenc.registry import MODELS
+from ..layers.mpa import MPA
+from ..layers.peripheral import (PPE_INITS, PeripheralDistanceEmbedding,
+                                 peripheral_init_schedule)
+
+
+class PerViTMlp(BaseModule):
+    """``fc1 -> GELU -> drop -> fc2 -> drop``; ``fc2`` may change the width (stage change)."""
+
+    def __init__(self, in_dims: int, hidden_dims: int, out_dims: int, drop: float = 0.,
+                 act_cfg: dict = dict(type='GELU'), init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        self.fc1 = nn.Linear(in_dims, hidden_dims)
+        self.act = MODELS.build(act_cfg)
+        self.fc2 = nn.Linear(hidden_dims, out_dims)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x):
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class PerViTBlock(BaseModule):
+    """One PerViT block: 3x3 depthwise CPE, pre-norm MPA, pre-norm MLP.
+
+    ``x = x + DropPath(MPA(LN(CPE(x))))`` (the CPE output feeds the attention only; the residual
+    is ``x``, as in the official code), then ``x = shortcut(x) + DropPath(MLP(LN(x)))`` where
+    the MLP and the linear ``shortcut`` move to the next stage's width in the last block of a
+    stage.
+
+    Args:
+        embed_dims (int): Input width.
+        num_heads (int): Heads.
+        out_dims (int, optional): Output width. Defaults to ``embed_dims``.
+        mlp_ratio (float): Defaults to 4.
+        qkv_bias (bool): Defaults to False (official).
+        drop_rate (float): Defaults to 0.
+        attn_drop_rate (float): Defaults to 0.
+        drop_path_rate (float): Defaults to 0.
+        norm_cfg (dict): Defaults to ``dict(type='LN', eps=1e-6)``.
+        distance_embed (PeripheralDistanceEmbedding, optional): Shared ``w_r``.
+        ppe_cfg (dict, optional): Arguments of the block's PeripheralPositionEncoding.
+        content_free (bool): Content-free MPA (Table 1 (c)). Defaults to False.
+        init_cfg (dict, optional): Defaults to None.
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 out_dims: Optional[int] = None,
+                 mlp_ratio: float = 4.,
+                 qkv_bias: bool = False,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 distance_embed: Optional[PeripheralDistanceEmbedding] = None,
+                 ppe_cfg: Optional[dict] = None,
+                 content_free: bool = False,
+                 init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        out_dims = out_dims or embed_dims
+        self.embed_dims = embed_dims
+        self.out_dims = out_dims
+        self.cpe = nn.Conv2d(embed_dims, embed_dims, 3, 1, 1, groups=embed_dims)
+        self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.attn = MPA(embed_dims, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
+                        proj_drop=drop_rate, content_free=content_free,
+                        distance_embed=distance_embed, ppe_cfg=ppe_cfg)
+        self.drop_path = build_dropout(dict(type='DropPath', drop_prob=drop_path_rate))
+        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.mlp = PerViTMlp(embed_dims, int(embed_dims * mlp_ratio), out_dims, drop=drop_rate)
+        self.shortcut = nn.Linear(embed_dims, out_dims) if out_dims != embed_dims else \
+            nn.Identity()
+
+    def forward(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
+        """``(B, H*W, C_in) -> (B, H*W, C_out)``."""
+        b, n, c = x.shape
+        y = self.cpe(x.transpose(1, 2).reshape(b, c, *hw_shape)).flatten(2).transpose(1, 2)
+        x = x + self.drop_path(self.attn(self.norm1(y), hw_shape))
+        return self.shortcut(x) + self.drop_path(self.mlp(self.norm2(x)))
+
+
+def _build_resampler(scale: float, channels: int, norm_cfg: dict) -> nn.Module:
+    """Stride-16 map -> ``scale`` x its size (ViTDet-style simple feature pyramid)."""
+    if scale == 4:
+        return Sequential(
+            nn.ConvTranspose2d(channels, channels, 2, 2),
+            build_norm_layer(norm_cfg, channels)[1], nn.GELU(),
+            nn.ConvTranspose2d(channels, channels, 2, 2))
+    if scale == 2:
+        return nn.ConvTranspose2d(channels, channels, 2, 2)
+    if scale == 1:
+        return nn.Identity()
+    if scale in (0.5, 0.25):
+        k = int(round(1 / scale))
+        return nn.MaxPool2d(k, k)
+    raise ValueError(f'featmap scale must be one of 4, 2, 1, 0.5, 0.25, got {scale}')
+
+
+@MODELS.register_module()
+class PerViT(BaseModule):
+    """`Peripheral Vision Transformer <https://arxiv.org/abs/2206.06801>`_ backbone.
+
+    A convolutional stem (four stride-2 3x3 conv + BN + ReLU and a 1x1 conv, stride 16), then
+    12 PerViT blocks (:class:`PerViTBlock`: depthwise CPE, multi-head peripheral attention
+    :class:`~mmposenc.models.layers.MPA`, MLP) in 4 stages of depth ``[2, 2, 6, 2]`` at stride 16.
+    The width changes in the last block of each stage. One
+    :class:`~mmposenc.models.layers.PeripheralDistanceEmbedding` (``w_r``) is shared by all
+    blocks and heads; each block's Phi_p starts from the peripheral initialisation of the
+    block's depth (Eq. 9). Any input size runs; Phi_p is cached per grid shape in eval mode.
+
+    Outputs are NCHW maps after the stages in ``out_indices`` (each with its own LayerNorm;
+    ``norm3`` is the official final norm), so ImageClassifier (with ``GlobalAveragePooling``),
+    and mmdet/mmseg necks consume them. All stages run at stride 16; ``featmap_scales`` can
+    resample the outputs to a pyramid (e.g. ``(4, 2, 1, 0.5)`` gives strides 4/8/16/32).
+
+    Args:
+        arch (str | dict): ``'tiny'``/``'t'``, ``'small'``/``'s'``, ``'medium'``/``'m'`` (Table
+            A5) or a dict with keys ``embed_dims`` (4 widths), ``depths`` (4 ints),
+            ``num_heads``, ``stem_channels`` (one stride-2 conv each) and optional
+            ``drop_path_rate``.
+            Defaults to 'tiny'.
+        in_channels (int): Defaults to 3.
+        out_indices (int | Sequence[int]): Stages (0-3) whose outputs are returned.
+            Defaults to 3.
+        featmap_scales (Sequence[float], optional): One scale (4, 2, 1, 0.5 or 0.25) per
+            ``out_indices`` entry. Defaults to None (all stride 16).
+        mlp_ratio (float): Defaults to 4.
+        qkv_bias (bool): Defaults to False.
+        drop_rate (float): Defaults to 0.
+        attn_drop_rate (float): Defaults to 0.
+        drop_path_rate (float, optional): Largest stochastic depth (linear in depth).
+            Defaults to the arch's value: 0 / 0.1 / 0.2 for T / S / M.
+        norm_cfg (dict): Token norms. Defaults to ``dict(type='LN', eps=1e-6)``.
+        stem_norm_cfg (dict): Stem (and resampler) norms. Defaults to ``dict(type='BN')``.
+        ppe_init (str): ``'peripheral'``, ``'conv'`` or ``'rand'`` (Table 5).
+            Defaults to 'peripheral'.
+        ppe_cfg (dict, optional): Extra arguments of every PeripheralPositionEncoding
+            (``chunk_elems``, ``with_cp``, ``max_cache``, ``kernel_size``, ...).
+        content_free (bool): Content-free MPA in every block. Defaults to False.
+        init_cfg (dict | list[dict], optional): Defaults to truncated normal (std 0.02) for
+            linear layers and 1/0 for LayerNorm, as in the official code.
+
+    Examples:
+        >>> model = PerViT(arch='tiny', out_indices=(0, 1, 2, 3))
+        >>> [tuple(o.shape) for o in model(torch.rand(1, 3, 96, 128))]
+        [(1, 192, 6, 8), (1, 224, 6, 8), (1, 280, 6, 8), (1, 280, 6, 8)]
+    """
+
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny'], {
+            'embed_dims': [128, 192, 224, 280], 'depths': [2, 2, 6, 2], 'num_heads': 4,
+            'stem_channels': [48, 64, 96, 128], 'drop_path_rate': 0.0}),
+        **dict.fromkeys(['s', 'small'], {
+            'embed_dims': [272, 320, 368, 464], 'depths': [2, 2, 6, 2], 'num_heads': 8,
+            'stem_channels': [64, 128, 192, 272], 'drop_path_rate': 0.1}),
+        **dict.fromkeys(['m', 'medium'], {
+            'embed_dims': [312, 468, 540, 684], 'depths': [2, 2, 6, 2], 'num_heads': 12,
+            'stem_channels': [64, 192, 256, 312], 'drop_path_rate': 0.2}),
+    }
+    essential_keys = {'embed_dims', 'depths', 'num_heads', 'stem_channels'}
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 in_channels: int = 3,
+                 out_indices: Union[int, Sequence[int]] = 3,
+                 featmap_scales: Optional[Sequence[float]] = None,
+                 mlp_ratio: float = 4.,
+                 qkv_bias: bool = False,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: Optional[float] = None,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 stem_norm_cfg: dict = dict(type='BN'),
+                 ppe_init: str = 'peripheral',
+                 ppe_cfg: Optional[dict] = None,
+                 content_free: bool = False,
+                 init_cfg: Optional[Union[dict, list]] = [
+                     dict(type='TruncNormal', layer='Linear', std=0.02, bias=0.),
+                     dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
+                 ]):
+        super().__init__(init_cfg=init_cfg)
+        if isinstance(arch, str):
+            if arch.lower() not in self.arch_zoo:
+                raise ValueError(f'Arch {arch} is not in default archs {set(self.arch_zoo)}')
+            arch = self.arch_zoo[arch.lower()]
+        elif not isinstance(arch, dict) or not self.essential_keys <= set(arch):
+            raise ValueError(f'Custom arch needs a dict with keys {self.essential_keys}, '
+                             f'got {arch!r}')
+        lengths = {k: len(arch[k]) for k in ('embed_dims', 'depths')}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f'embed_dims and depths must have the same length, got {lengths}')
+        if arch['stem_channels'][-1] != arch['embed_dims'][0]:
+            raise ValueError('the last stem channel must equal embed_dims[0], got '
+                             f"{arch['stem_channels'][-1]} and {arch['embed_dims'][0]}")
+        if ppe_init not in PPE_INITS:
+            raise ValueError(f'ppe_init must be one of {PPE_INITS}, got {ppe_init!r}')
+        self.arch_settings = dict(arch)
+        self.embed_dims = list(arch['embed_dims'])
+        self.depths = list(arch['depths'])
+        self.num_heads = arch['num_heads']
+        self.num_stages = len(self.depths)
+        self.num_layers = sum(self.depths)
+        if drop_path_rate is None:
+            drop_path_rate = arch.get('drop_path_rate', 0.)
+
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        self.out_indices = []
+        for i in out_indices:
+            if not -self.num_stages <= i < self.num_stages:
+                raise ValueError(f'out index {i} out of range for {self.num_stages} stages')
+            self.out_indices.append(i % self.num_stages)
+        if featmap_scales is not None and len(featmap_scales) != len(self.out_indices):
+            raise ValueError(f'featmap_scales needs one scale per out index, got '
+                             f'{len(featmap_scales)} for {len(self.out_indices)}')
+
+        # convolutional stem: 4 x (3x3 stride-2 conv + BN + ReLU), 1x1 conv
+        stem, c_in = [], in_channels
+        for c in arch['stem_channels']:
+            stem.append(ConvModule(c_in, c, 3, stride=2, padding=1, bias=True,
+                                   norm_cfg=stem_norm_cfg, act_cfg=dict(type='ReLU')))
+            c_in = c
+        self.stem = Sequential(*stem)
+        self.stem_proj = nn.Conv2d(c_in, c_in, 1)
+
+        # per-block widths; the last block of a stage moves to the next stage's width
+        widths = [d for d, n in zip(self.embed_dims, self.depths) for _ in range(n)]
+        out_widths = widths[1:] + widths[-1:]
+        self.stage_ends = [sum(self.depths[:i + 1]) - 1 for i in range(self.num_stages)]
+        self.out_channels = [out_widths[e] for e in self.stage_ends]
+
+        dist_dims = 4 * self.num_heads
+        self.distance_embed = PeripheralDistanceEmbedding(dist_dims, init=ppe_init)
+        schedule = peripheral_init_schedule(self.num_layers)
+        if ppe_init == 'conv':  # every layer starts as local as the first
+            schedule = [schedule[0]] * self.num_layers
+        dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
+        self.blocks = ModuleList()
+        for i in range(self.num_layers):
+            cfg = dict(init=ppe_init, init_norm_bias=schedule[i][0],
+                       init_norm_weight=schedule[i][1])
+            cfg.update(ppe_cfg or {})
+            self.blocks.append(
+                PerViTBlock(widths[i], self.num_heads, out_dims=out_widths[i],
+                            mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_rate=drop_rate,
+                            attn_drop_rate=attn_drop_rate, drop_path_rate=dpr[i],
+                            norm_cfg=norm_cfg, distance_embed=self.distance_embed,
+                            ppe_cfg=cfg, content_free=content_free))
+        for i in self.out_indices:
+            self.add_module(f'norm{i}', build_norm_layer(norm_cfg, self.out_channels[i])[1])
+        self.featmap_scales = None if featmap_scales is None else tuple(featmap_scales)
+        if featmap_scales is not None:
+            self.resamplers = ModuleList([
+                _build_resampler(s, self.out_channels[i], stem_norm_cfg)
+                for s, i in zip(featmap_scales, self.out_indices)
+            ])
+
+    def forward(self, x: torch.Tensor):
+        """Images ``(B, C_in, H, W)`` -> tuple of ``(B, C_i, H/16, W/16)`` maps (times the
+        ``featmap_scales``), one per ``out_indices``."""
+        x = self.stem_proj(self.stem(x))
+        b, _, h, w = x.shape
+        hw_shape = (h, w)
+        x = x.flatten(2).transpose(1, 2)
+        feats = {}
+        last = self.stage_ends[max(self.out_indices)]
+        for i, blk in enumerate(self.blocks[:last + 1]):
+            x = blk(x, hw_shape)
+            if i in self.stage_ends:
+                stage = self.stage_ends.index(i)
+                if stage in self.out_indices:
+                    y = getattr(self, f'norm{stage}')(x)
+                    feats[stage] = y.transpose(1, 2).reshape(b, -1, h, w)
+        outs = [feats[i] for i in self.out_indices]
+        if self.featmap_scales is not None:
+            outs = [r(o) for r, o in zip(self.resamplers, outs)]
+        return tuple(outs)
+
+    def extra_repr(self) -> str:
+        return (f'embed_dims={self.embed_dims}, depths={self.depths}, '
+                f'num_heads={self.num_heads}, out_indices={self.out_indices}')

@@ -1,0 +1,1 @@
+from .random_resolution import RandomResolutionDataPreprocessor  # noqa: F401

@@ -1,0 +1,150 @@
+"""Multi-head peripheral attention (MPA) of PerViT, run as fused attention with a bias.
+
+Per head, PerViT's attention is ``Normalize[Phi_c * Phi_p] V`` with
+``Phi_c = exp(Q K^T * tau)`` and row-wise L1 normalisation. Because ``Phi_p > 0``::
+
+    Normalize[exp(Q K^T tau) * Phi_p] = softmax(Q K^T tau + log Phi_p)
+
+so MPA is ``scaled_dot_product_attention`` with the additive float bias ``log Phi_p``
+(``(heads, N, N)``, broadcast over the batch). ``log Phi_p`` is produced directly as
+``logsigmoid`` of Phi_p's pre-activation, so there is no ``log(0)``; a gate supplied from
+outside is clamped at ``eps`` before the log (:func:`gate_to_bias`).
+"""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmengine.model import BaseModule
+
+from mmposenc.registry import MODELS
+from .peripheral import PeripheralDistanceEmbedding, PeripheralPositionEncoding
+
+
+def gate_to_bias(gate: torch.Tensor, eps: float = 1e-30) -> torch.Tensor:
+    """``log`` of a multiplicative attention gate in ``[0, 1]``, clamped at ``eps``.
+
+    With ``eps = 1e-30`` a zero gate becomes a bias of about -69: ``exp(-69)`` is below
+    float32 resolution relative to any non-negligible logit, so the softmax matches the
+    multiply-and-normalise form; a row whose gate is zero everywhere stays finite (uniform
+    over the content) instead of ``nan``.
+    """
+    return gate.clamp_min(eps).log()
+
+
+def pad_bias(bias: torch.Tensor, num_extra_tokens: int) -> torch.Tensor:
+    """Prepend ``num_extra_tokens`` rows/columns of zeros (no positional gating of extra
+    tokens such as ``cls``): ``(heads, N, N) -> (heads, E + N, E + N)``."""
+    if num_extra_tokens == 0:
+        return bias
+    return F.pad(bias, (num_extra_tokens, 0, num_extra_tokens, 0))
+
+
+@MODELS.register_module()
+class MPA(BaseModule):
+    """Multi-head peripheral attention of `PerViT <https://arxiv.org/abs/2206.06801>`_.
+
+    ``MPA(X) = concat_h(Normalize[Phi_c^h * Phi_p^h] V^h) W_o``, computed with fused attention
+    and the bias ``log Phi_p`` (see the module docstring).
+
+    Args:
+        embed_dims (int): Channels ``C``.
+        num_heads (int): Heads (PerViT keeps them fixed over the stages).
+        qkv_bias (bool): Bias of the qkv projection (the official code has none).
+            Defaults to False.
+        attn_drop (float): Dropout on attention weights (training only). Defaults to 0.
+        proj_drop (float): Dropout after the output projection. Defaults to 0.
+        content_free (bool): Table 1 (c): ``Normalize[Phi_p] V`` without ``Q K^T``; only a
+            value projection ``v`` is built. Defaults to False.
+        num_extra_tokens (int): Leading tokens (e.g. a ``cls`` token) that Phi_p does not gate;
+            they attend and are attended by content only. Defaults to 0.
+        distance_embed (PeripheralDistanceEmbedding, optional): Shared ``w_r`` (see
+            :class:`PeripheralPositionEncoding`). Defaults to None (own).
+        ppe_cfg (dict, optional): Extra arguments of :class:`PeripheralPositionEncoding`
+            (``init``, ``init_norm_bias``, ``init_norm_weight``, ``chunk_elems``, ...).
+        init_cfg (dict, optional): Defaults to None.
+
+    Examples:
+        >>> attn = MPA(embed_dims=192, num_heads=4)
+        >>> x = torch.rand(2, 7 * 9, 192)
+        >>> attn(x, hw_shape=(7, 9)).shape
+        torch.Size([2, 63, 192])
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 qkv_bias: bool = False,
+                 attn_drop: float = 0.,
+                 proj_drop: float = 0.,
+                 content_free: bool = False,
+                 num_extra_tokens: int = 0,
+                 distance_embed: Optional[PeripheralDistanceEmbedding] = None,
+                 ppe_cfg: Optional[dict] = None,
+                 init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        if embed_dims % num_heads != 0:
+            raise ValueError(f'embed_dims ({embed_dims}) must be divisible by num_heads '
+                             f'({num_heads})')
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.head_dims = embed_dims // num_heads
+        self.scale = self.head_dims**-0.5
+        self.attn_drop = attn_drop
+        self.content_free = content_free
+        self.num_extra_tokens = num_extra_tokens
+        if content_free:
+            self.v = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        else:
+            self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.ppe = PeripheralPositionEncoding(
+            num_heads, distance_embed=distance_embed, **(ppe_cfg or {}))
+
+    def position_bias(self, hw_shape: Sequence[int], dtype=None) -> torch.Tensor:
+        """``log Phi_p`` padded for the extra tokens: ``(heads, E + N, E + N)``."""
+        bias = pad_bias(self.ppe.log_gate(hw_shape), self.num_extra_tokens)
+        return bias if dtype is None else bias.to(dtype)
+
+    def forward(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
+        """
+        Args:
+            x (Tensor): ``(B, E + H*W, C)`` tokens (``E`` extra tokens first).
+            hw_shape (Sequence[int]): ``(H, W)`` of the token grid.
+
+        Returns:
+            Tensor: ``(B, E + H*W, C)``.
+        """
+        b, n, c = x.shape
+        if n != self.num_extra_tokens + hw_shape[0] * hw_shape[1]:
+            raise ValueError(f'got {n} tokens, expected {self.num_extra_tokens} extra + '
+                             f'{hw_shape[0]}x{hw_shape[1]}')
+        bias = self.position_bias(hw_shape, x.dtype)
+        drop = self.attn_drop if self.training else 0.
+        if self.content_free:
+            v = self.v(x).reshape(b, n, self.num_heads, self.head_dims).transpose(1, 2)
+            attn = bias.softmax(dim=-1)
+            attn = F.dropout(attn, drop, self.training)
+            out = torch.matmul(attn, v)
+        else:
+            qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dims)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            if bias.requires_grad and torch.is_grad_enabled():
+                # a learnable bias: SDPA's CPU math path adds -inf checks over the full
+                # logits; one baddbmm + softmax is the same computation, cheaper
+                h, d = self.num_heads, self.head_dims
+                logits = torch.baddbmm(
+                    bias.expand(b, h, n, n).reshape(b * h, n, n), q.reshape(b * h, n, d),
+                    k.reshape(b * h, n, d).transpose(1, 2), alpha=self.scale)
+                attn = F.dropout(logits.softmax(dim=-1), drop, self.training)
+                out = torch.bmm(attn, v.reshape(b * h, n, d)).view(b, h, n, d)
+            else:
+                out = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=bias[None], dropout_p=drop, scale=self.scale)
+        out = out.transpose(1, 2).reshape(b, n, c)
+        return self.proj_drop(self.proj(out))
+
+    def extra_repr(self) -> str:
+        return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, '
+                f'content_free={self.content_free}, num_extra_tokens={self.num_extra_tokens}')

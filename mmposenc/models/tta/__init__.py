@@ -1,0 +1,1 @@
+from .resolution_tta import ResolutionTTAClassifier  # noqa: F401

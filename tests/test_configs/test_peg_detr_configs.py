@@ -1,0 +1,84 @@
+"""configs/peg_detr and configs/peg_deformable_detr: the CPVT setting, the encoder PE each
+file name promises, paramwise keys that match real parameters, a README row per config."""
+import glob
+import os.path as osp
+
+import pytest
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'peg_detr', '*_coco.py')) +
+                      glob.glob(osp.join(REPO, 'configs', 'peg_deformable_detr', '*_coco.py')))
+EXPECTED_POS = {'sine': 'sine', 'nope': 'none', 'peg': 'peg'}
+
+
+def _load(path):
+    from mmengine.config import Config
+    return Config.fromfile(path)
+
+
+def test_all_variants_exist():
+    names = {osp.basename(p) for p in COCO_CONFIGS}
+    assert len(names) == 3 + 9
+    for pe in EXPECTED_POS:
+        assert f'detr-{pe}_r50_16xb2-50e_coco.py' in names
+        for variant in ('r50', 'r50-ss', 'r50-dc5-ss'):
+            assert f'deformable-detr-{pe}_{variant}_16xb2-50e_coco.py' in names
+
+
+@pytest.mark.parametrize('path', COCO_CONFIGS, ids=osp.basename)
+def test_cpvt_setting(path):
+    cfg = _load(path)
+    name = osp.basename(path)
+    pe = name.split('_')[0].split('-')[-1]
+    assert cfg.model.encoder_pos == EXPECTED_POS[pe]
+    assert cfg.model.type.startswith('mmposenc.')
+    assert cfg.custom_imports.imports == ['mmposenc.models.detectors']
+    opt = cfg.optim_wrapper
+    assert opt.optimizer.type == 'AdamW'
+    assert opt.optimizer.lr == pytest.approx(1e-4)
+    assert opt.optimizer.weight_decay == pytest.approx(1e-4)
+    backbone_lr = opt.optimizer.lr * opt.paramwise_cfg.custom_keys['backbone'].lr_mult
+    assert backbone_lr == pytest.approx(2e-5)
+    assert cfg.train_cfg.max_epochs == 50
+    (sched, ) = cfg.param_scheduler
+    assert sched.type == 'MultiStepLR' and sched.milestones == [40] and sched.gamma == 0.1
+    assert cfg.train_dataloader.batch_size * 16 == 32 == cfg.auto_scale_lr.base_batch_size
+    assert cfg.model.num_queries == 100
+    head = cfg.model.bbox_head
+    assert (head.loss_cls.loss_weight, head.loss_bbox.loss_weight,
+            head.loss_iou.loss_weight) == (1.0, 5.0, 2.0)
+    costs = [c.weight for c in cfg.model.train_cfg.assigner.match_costs]
+    assert costs == [1.0, 5.0, 2.0]
+    if '-ss_' in name:
+        assert cfg.model.num_feature_levels == 1
+        assert cfg.model.encoder.layer_cfg.self_attn_cfg.num_levels == 1
+        assert cfg.model.decoder.layer_cfg.cross_attn_cfg.num_levels == 1
+    if 'dc5' in name:
+        assert cfg.model.backbone.dilations[-1] == 2 and cfg.model.backbone.strides[-1] == 1
+
+
+@pytest.mark.parametrize('name', [
+    'peg_detr/detr-peg_r50_16xb2-50e_coco.py',
+    'peg_deformable_detr/deformable-detr-peg_r50-dc5-ss_16xb2-50e_coco.py',
+    'peg_deformable_detr/deformable-detr-peg_r18-half_1xb4-400i_shapes.py',
+])
+def test_builds_and_custom_keys_match_parameters(name):
+    from mmengine.registry import init_default_scope
+
+    import mmposenc.models.detectors  # noqa: F401
+    from mmposenc.registry import MODELS
+    init_default_scope('mmdet')
+    cfg = _load(osp.join(REPO, 'configs', name))
+    cfg.model.backbone.init_cfg = None
+    model = MODELS.build(cfg.model)
+    assert len(model.encoder.pegs) == 1
+    params = [n for n, _ in model.named_parameters()]
+    for key in cfg.optim_wrapper.get('paramwise_cfg', {}).get('custom_keys', {}):
+        assert any(key in n for n in params), f'custom key {key!r} matches no parameter'
+
+
+def test_readme_lists_every_config():
+    for folder in ('peg_detr', 'peg_deformable_detr'):
+        readme = open(osp.join(REPO, 'configs', folder, 'README.md')).read()
+        for path in glob.glob(osp.join(REPO, 'configs', folder, '*.py')):
+            assert f'({osp.basename(path)})' in readme, osp.basename(path)

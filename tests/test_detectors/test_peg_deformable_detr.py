@@ -1,0 +1,148 @@
+"""PEGDeformableDETR: 'sine' = stock mmdet bit for bit (plain, refine, two-stage); the PEG
+modes on padded and unpadded (no-mask) batches; losses; errors."""
+import copy
+
+import pytest
+import torch
+from tiny_detr_cfgs import build, deformable_detr_cfg, packed_inputs
+
+pytest.importorskip('mmdet')
+
+SHAPES = [(3, 96, 80), (3, 64, 112)]
+SAME = [(3, 72, 72), (3, 72, 72)]
+VARIANTS = {
+    'plain': dict(),
+    'refine': dict(with_box_refine=True),
+    # mmdet's two-stage proposal embedding is hard-wired to 256 channels
+    'two-stage': dict(with_box_refine=True, as_two_stage=True, embed_dims=256),
+}
+
+
+def run_modes(model, shapes, seed=0, num_items=None):
+    packed = packed_inputs(shapes, num_items=num_items, seed=seed)
+    model.eval()
+    data = model.data_preprocessor(copy.deepcopy(packed), False)
+    with torch.no_grad():
+        tensors = model(**data, mode='tensor')
+        preds = model(**data, mode='predict')
+    model.train()
+    data = model.data_preprocessor(copy.deepcopy(packed), True)
+    losses = model(**data, mode='loss')
+    return tensors, losses, preds
+
+
+def _flat(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for item in x for t in _flat(item)]
+    return []
+
+
+@pytest.mark.parametrize('variant,shapes', [
+    ('plain', SHAPES), ('refine', SHAPES), ('two-stage', SHAPES), ('plain', SAME)
+], ids=['plain-padded', 'refine-padded', 'two-stage-padded', 'plain-no-mask'])
+def test_sine_is_bit_identical_to_mmdet(variant, shapes):
+    torch.manual_seed(0)
+    stock = build(deformable_detr_cfg(**VARIANTS[variant]))
+    ours = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='sine',
+                                     **VARIANTS[variant]))
+    assert set(stock.state_dict()) == set(ours.state_dict())
+    ours.load_state_dict(stock.state_dict(), strict=True)
+    t_stock, l_stock, p_stock = run_modes(stock, shapes)
+    t_ours, l_ours, p_ours = run_modes(ours, shapes)
+    for a, b in zip(_flat(t_stock), _flat(t_ours)):
+        assert torch.equal(a, b)
+    assert l_stock.keys() == l_ours.keys()
+    for key in l_stock:
+        assert torch.equal(l_stock[key], l_ours[key]), key
+    for a, b in zip(p_stock, p_ours):
+        assert torch.equal(a.pred_instances.bboxes, b.pred_instances.bboxes)
+
+
+@pytest.mark.parametrize('variant,encoder_pos,shapes', [
+    ('plain', 'peg', SHAPES), ('plain', 'peg', SAME), ('refine', 'sine+peg', SHAPES),
+    ('two-stage', 'peg', SHAPES), ('two-stage', 'none', SAME)
+], ids=['plain-peg-padded', 'plain-peg-no-mask', 'refine-sine+peg-padded',
+        'two-stage-peg-padded', 'two-stage-none-no-mask'])
+def test_modes_loss_predict_tensor(variant, encoder_pos, shapes):
+    torch.manual_seed(1)
+    model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR',
+                                      encoder_pos=encoder_pos, **VARIANTS[variant]))
+    _, losses, preds = run_modes(model, shapes, num_items=[2, 3])
+    assert all(torch.isfinite(v).all() for v in losses.values())
+    assert len(preds) == 2 and preds[0].pred_instances.bboxes.shape[-1] == 4
+    sum(v for k, v in losses.items() if 'loss' in k).backward()
+    for name, p in model.named_parameters():
+        if p.requires_grad and not name.startswith('backbone'):
+            assert p.grad is not None, name
+
+
+def test_no_mask_path_passes_none_to_the_pegs(monkeypatch):
+    """Same-size images: mmdet builds no masks, and the PEGs get key_padding_mask=None."""
+    model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='peg'))
+    seen = []
+    peg = model.encoder.pegs[0]
+    original = peg.forward
+
+    def spy(x, spatial_shapes, level_start_index=None, key_padding_mask=None):
+        seen.append(key_padding_mask)
+        return original(x, spatial_shapes, level_start_index, key_padding_mask)
+
+    monkeypatch.setattr(peg, 'forward', spy)
+    run_modes(model, SAME)
+    assert seen and all(m is None for m in seen)
+    seen.clear()
+    run_modes(model, SHAPES)
+    assert seen and all(m is not None and m.any() for m in seen)
+
+
+def test_peg_mode_skips_sine_and_keeps_level_embed():
+    model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='peg'))
+    feats = (torch.randn(2, 32, 6, 5), torch.randn(2, 32, 3, 3))
+    from mmdet.structures import DetDataSample
+    samples = []
+    for shape in ((192, 160), (160, 128)):
+        s = DetDataSample()
+        s.set_metainfo(dict(img_shape=shape, batch_input_shape=(192, 160)))
+        samples.append(s)
+    enc, dec = model.pre_transformer(feats, samples)
+    stock_enc, stock_dec = super(type(model), model).pre_transformer(feats, samples)
+    level = torch.cat([model.level_embed[i].expand(2, n, -1)
+                       for i, n in enumerate((30, 9))], 1)
+    assert torch.equal(enc['feat_pos'], level)
+    for key in ('feat', 'feat_mask', 'spatial_shapes', 'level_start_index', 'valid_ratios'):
+        assert torch.equal(enc[key], stock_enc[key]), key
+    for key in dec:
+        assert torch.equal(dec[key], stock_dec[key]), key
+    model_no_level = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR',
+                                               encoder_pos='none', level_embed=False))
+    assert model_no_level.pre_transformer(feats, samples)[0]['feat_pos'] is None
+
+
+def test_shared_level_peg_and_state_dict():
+    stock = build(deformable_detr_cfg())
+    ours = build(deformable_detr_cfg(
+        type='mmposenc.PEGDeformableDETR', encoder_pos='peg', peg_after=(-1, 0),
+        peg_cfg=dict(type='mmposenc.MultiLevelMaskedPEG', share_weights=True)))
+    extra = set(ours.state_dict()) - set(stock.state_dict())
+    assert set(stock.state_dict()) <= set(ours.state_dict())
+    assert all(k.startswith('encoder.pegs.') for k in extra)
+    assert len(ours.encoder.pegs) == 2 and all(len(p.pegs) == 1 for p in ours.encoder.pegs)
+    _, losses, _ = run_modes(ours, SHAPES, num_items=[1, 2])
+    assert all(torch.isfinite(v).all() for v in losses.values())
+
+
+def test_empty_gt_zero_box_losses_positive_cls():
+    torch.manual_seed(2)
+    model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='peg'))
+    _, losses, _ = run_modes(model, SHAPES, num_items=[0, 0])
+    assert losses['loss_cls'] > 0
+    assert losses['loss_bbox'] == 0 and losses['loss_iou'] == 0
+
+
+def test_bad_config_raises():
+    with pytest.raises(ValueError, match='encoder_pos'):
+        build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='rope'))
+    with pytest.raises(ValueError, match='peg_after'):
+        build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', peg_after=(5, )))

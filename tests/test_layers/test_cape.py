@@ -1,0 +1,230 @@
+"""CAPE1d / CAPE2d: the plain formula at eval, train-only augmentation, masks, devices."""
+import math
+
+import pytest
+import torch
+
+from mmposenc.models.layers import CAPE1d, CAPE2d
+from mmposenc.registry import MODELS
+
+
+# ---------------------------------------------------------------- reference formulas
+def plain_cape2d(H, W, C):
+    """The paper's formula written out with loops, independent of the module."""
+    out = torch.zeros(H * W, C, dtype=torch.float64)
+    xs = [-1 + 2 * c / (W - 1) if W > 1 else 0. for c in range(W)]
+    ys = [-1 + 2 * r / (H - 1) if H > 1 else 0. for r in range(H)]
+    for r in range(H):
+        for c in range(W):
+            for k in range(C // 2):
+                rho = 10**(2 * k / C)
+                phase = math.pi * (rho * math.cos(k) * xs[c] + rho * math.sin(k) * ys[r])
+                out[r * W + c, 2 * k] = math.cos(phase)
+                out[r * W + c, 2 * k + 1] = math.sin(phase)
+    return out
+
+
+def plain_cape1d(T, C, normalize=False, valid=None):
+    valid = T if valid is None else valid
+    mean = (valid - 1) / 2 if normalize else 0.
+    out = torch.zeros(T, C, dtype=torch.float64)
+    for t in range(valid):
+        for k in range(C // 2):
+            w = 10000**(-2 * k / C)
+            out[t, 2 * k] = math.sin((t - mean) * w)
+            out[t, 2 * k + 1] = math.cos((t - mean) * w)
+    return out
+
+
+# ------------------------------------------------------------------------- CAPE2d
+@pytest.mark.parametrize('hw', [(7, 7), (3, 5), (1, 4), (1, 1)])
+def test_cape2d_eval_is_plain_formula_and_deterministic(hw):
+    cape = CAPE2d(16).eval()
+    a = cape(hw, batch_size=2)
+    b = cape(hw, batch_size=2)
+    assert torch.equal(a, b)
+    ref = plain_cape2d(*hw, 16).float()
+    torch.testing.assert_close(a[0], ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a[1], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_cape2d_augmentation_changes_train_output_only():
+    cape = CAPE2d(16)  # ViT defaults: shift 0.5, local 1/N, scaling 1.4
+    plain = cape.eval()((4, 4), batch_size=3)
+    cape.train()
+    g = torch.Generator().manual_seed(0)
+    aug1 = cape((4, 4), batch_size=3, generator=g)
+    aug2 = cape((4, 4), batch_size=3, generator=g)
+    assert not torch.allclose(aug1, plain, atol=1e-3)
+    assert not torch.allclose(aug1, aug2, atol=1e-3)  # fresh noise every call
+    assert not torch.allclose(aug1[0], aug1[1], atol=1e-3)  # per-image noise
+    # seedable: the same generator state gives the same augmentation
+    again = cape((4, 4), batch_size=3, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(again, aug1)
+    # zero augmentation ranges: training output is the plain one
+    still = CAPE2d(16, max_global_shift=0, max_local_shift=0, max_global_scaling=1).train()
+    torch.testing.assert_close(still((4, 4), batch_size=3), plain)
+
+
+@pytest.mark.parametrize('which', ['shift', 'local', 'scale'])
+def test_cape2d_each_augmentation_is_what_it_says(which):
+    """Recover the augmented positions from the embedding's first channel pair (k=0:
+    w_x = 1, w_y = 0, so the phase is pi * x) and check their structure."""
+    kw = dict(max_global_shift=0., max_local_shift=0., max_global_scaling=1.)
+    kw.update({'shift': dict(max_global_shift=0.3), 'local': dict(max_local_shift=0.05),
+               'scale': dict(max_global_scaling=1.2)}[which])
+    cape = CAPE2d(8, **kw).train()
+    x_aug, _ = cape.positions((3, 5), 4, generator=torch.Generator().manual_seed(1))
+    x_ref, _ = cape.eval().positions((3, 5), 4)
+    diff, ratio = x_aug - x_ref, x_aug / torch.where(x_ref == 0, 1., x_ref)
+    if which == 'shift':  # one constant per image, within +-0.3
+        assert torch.allclose(diff, diff[:, :1].expand_as(diff))
+        assert diff.abs().max() <= 0.3 and diff.abs().max() > 0
+    elif which == 'local':  # per-token noise within +-0.05
+        assert diff.abs().max() <= 0.05 and diff.std() > 0
+        assert not torch.allclose(diff, diff[:, :1].expand_as(diff))
+    else:  # one factor per image within [1/1.2, 1.2]
+        nz = x_ref != 0
+        r = ratio[0][nz[0]]
+        assert torch.allclose(r, r[:1].expand_as(r))
+        assert (ratio[nz] >= 1 / 1.2 - 1e-6).all() and (ratio[nz] <= 1.2 + 1e-6).all()
+
+
+def test_cape2d_auto_local_shift_is_one_over_n():
+    cape = CAPE2d(8, max_global_shift=0., max_local_shift='auto', max_global_scaling=1.)
+    x_ref, y_ref = cape.eval().positions((4, 10), 64)
+    x_aug, y_aug = cape.train().positions((4, 10), 64, generator=torch.Generator())
+    assert (x_aug - x_ref).abs().max() <= 1 / 10 + 1e-6
+    assert (x_aug - x_ref).abs().max() > 0.8 / 10  # the bound is actually used
+    assert (y_aug - y_ref).abs().max() <= 1 / 4 + 1e-6
+    assert (y_aug - y_ref).abs().max() > 0.8 / 4
+
+
+def test_cape2d_padding_mask():
+    """Padded tokens get no embedding and do not move the mean: an image padded to a
+    larger grid gets exactly the embedding it gets alone."""
+    cape = CAPE2d(16).eval()
+    alone = cape((3, 4), batch_size=1)  # 3 x 4 valid
+    mask = torch.ones(2, 5, 6, dtype=torch.bool)
+    mask[0, :3, :4] = False  # image 0: 3 x 4 in a 5 x 6 padded batch
+    mask[1] = False  # image 1: the full 5 x 6
+    emb = cape((5, 6), padding_mask=mask.flatten(1))
+    assert (emb[0][mask[0].flatten()] == 0).all()
+    valid = emb[0].view(5, 6, 16)[:3, :4].reshape(12, 16)
+    torch.testing.assert_close(valid, alone[0])
+    torch.testing.assert_close(emb[1], cape((5, 6))[0])
+    # (B, H, W) masks work as well
+    torch.testing.assert_close(cape((5, 6), padding_mask=mask), emb)
+
+
+def test_cape2d_mask_mean_in_training():
+    """With augmentation off except scaling, the valid positions stay centred: the
+    padded ones do not enter the mean."""
+    cape = CAPE2d(8, max_global_shift=0., max_local_shift=0., max_global_scaling=1.3)
+    mask = torch.zeros(3, 4, 6, dtype=torch.bool)
+    mask[:, :, 3:] = True  # right half padded
+    mask[1, 2:] = True
+    x, y = cape.train().positions((4, 6), 3, mask.flatten(1), torch.Generator())
+    valid = ~mask.flatten(1)
+    for b in range(3):
+        assert x[b][valid[b]].mean().abs() < 1e-6
+        assert y[b][valid[b]].mean().abs() < 1e-6
+
+
+def test_cape2d_bad_inputs():
+    with pytest.raises(ValueError, match='even'):
+        CAPE2d(15)
+    with pytest.raises(ValueError, match='max_global_scaling'):
+        CAPE2d(16, max_global_scaling=0.5)
+    with pytest.raises(ValueError, match='padding_mask'):
+        CAPE2d(16)((3, 4), padding_mask=torch.zeros(2, 11, dtype=torch.bool))
+
+
+def test_cape2d_device_and_dtype_follow_the_module():
+    cape = CAPE2d(16, num_extra_tokens=1).to('meta')
+    assert cape.w_x.device.type == 'meta'
+    for mode in (True, False):  # the augmentation noise too
+        cape.train(mode)
+        assert cape((3, 4), batch_size=2).device.type == 'meta'
+    mask = torch.zeros(2, 12, dtype=torch.bool, device='meta')
+    assert cape((3, 4), padding_mask=mask).device.type == 'meta'
+    # a CPU generator still seeds a module elsewhere
+    out = cape.train()((3, 4), batch_size=2, generator=torch.Generator().manual_seed(0))
+    assert out.device.type == 'meta'
+    cape64 = CAPE2d(16).double()
+    assert cape64((3, 4)).dtype == torch.float64
+    assert cape64.train()((3, 4), generator=torch.Generator()).dtype == torch.float64
+
+
+def test_cape2d_in_vit_keeps_a_learnable_cls_embedding():
+    cape = CAPE2d(16, num_extra_tokens=1).eval()
+    x = torch.zeros(2, 1 + 12, 16)
+    out = cape.add_to_tokens(x, (3, 4))
+    torch.testing.assert_close(out[:, 1:], cape((3, 4), batch_size=2))
+    torch.testing.assert_close(out[:, 0], cape.extra_embed[0, 0].expand(2, -1))
+    out.sum().backward()
+    assert cape.extra_embed.grad is not None and cape.extra_embed.grad.abs().sum() > 0
+
+
+def test_cape2d_registered():
+    assert MODELS.get('CAPE2d') is CAPE2d and MODELS.get('CAPE1d') is CAPE1d
+
+
+# ------------------------------------------------------------------------- CAPE1d
+@pytest.mark.parametrize('normalize', [False, True])
+def test_cape1d_eval_is_plain_formula(normalize):
+    cape = CAPE1d(12, max_global_shift=3., max_local_shift=0.5, max_global_scaling=1.5,
+                  normalize=normalize).eval()
+    x = torch.zeros(2, 9, 12)
+    out = cape(x)
+    assert torch.equal(out, cape(x))
+    torch.testing.assert_close(out[1], plain_cape1d(9, 12, normalize).float(), atol=1e-5,
+                               rtol=1e-5)
+
+
+def test_cape1d_augmentation_train_only_and_seedable():
+    cape = CAPE1d(12, max_global_shift=3., max_local_shift=0.5, max_global_scaling=1.5)
+    x = torch.zeros(3, 9, 12)
+    plain = cape.eval()(x)
+    cape.train()
+    a = cape(x, generator=torch.Generator().manual_seed(3))
+    b = cape(x, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(a, b)
+    assert not torch.allclose(a, plain, atol=1e-3)
+    assert not torch.allclose(a, cape(x), atol=1e-3)
+
+
+@pytest.mark.parametrize('normalize', [False, True])
+def test_cape1d_mask_first_padded_token_gets_nothing(normalize):
+    """gcambara/cape masks ``positions > length`` so the token at index ``length`` (the
+    first padded one) still gets an embedding; here every padded token gets zero and the
+    valid ones are those of the unpadded sequence (the mean ignores the padding)."""
+    cape = CAPE1d(8, normalize=normalize).eval()
+    x = torch.zeros(2, 10, 8)
+    lengths = torch.tensor([10, 6])
+    mask = torch.arange(10)[None] >= lengths[:, None]
+    out = cape(x, padding_mask=mask)
+    assert (out[1, 6] == 0).all()  # the first padded token
+    assert (out[1, 6:] == 0).all()
+    assert (out[1, :6] != 0).any(-1).all()
+    torch.testing.assert_close(out[1, :6], cape(torch.zeros(1, 6, 8))[0])
+    torch.testing.assert_close(out[1], plain_cape1d(10, 8, normalize, valid=6).float(),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_cape1d_device_follows_the_module():
+    cape = CAPE1d(8, max_global_shift=1., max_local_shift=0.1, max_global_scaling=1.2,
+                  normalize=True).to('meta')
+    x = torch.zeros(2, 5, 8, device='meta')
+    mask = torch.zeros(2, 5, dtype=torch.bool, device='meta')
+    for mode in (True, False):
+        assert cape.train(mode)(x, padding_mask=mask).device.type == 'meta'
+
+
+def test_cape1d_bad_inputs():
+    with pytest.raises(ValueError, match='even'):
+        CAPE1d(7)
+    with pytest.raises(ValueError, match='max_global_shift'):
+        CAPE1d(8, max_global_shift=-1)
+    with pytest.raises(ValueError, match='padding_mask'):
+        CAPE1d(8)(torch.zeros(2, 5, 8), padding_mask=torch.zeros(2, 4, dtype=torch.bool))

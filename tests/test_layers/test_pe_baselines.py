@@ -1,0 +1,118 @@
+"""Baseline position encodings: the property each one promises."""
+import pytest
+import torch
+
+from mmposenc.models.layers import (CoPE, LearnableAbsolutePE, NoPositionEncoding,
+                                    PEMultiheadAttention, RelativePositionBias2d, RoPE2d,
+                                    SinCos2dPE)
+from mmposenc.models.layers.cope import cope_positions, interpolate_integer_positions
+from mmposenc.models.layers.learnable_abs_pe import resize_grid_embed
+from mmposenc.models.layers.rel_pos_bias import clipped_relative_index
+from mmposenc.models.layers.rope2d import apply_rotary, build_rope2d_angles
+from mmposenc.models.layers.sincos_pe import build_2d_sincos_embedding
+
+
+def test_no_pe_attention_is_permutation_equivariant():
+    torch.manual_seed(0)
+    attn = PEMultiheadAttention(16, 2).eval()
+    x = torch.randn(2, 12, 16)
+    perm = torch.randperm(12)
+    pes = [NoPositionEncoding(16, 2)]
+    torch.testing.assert_close(attn(x, (3, 4), pes)[:, perm], attn(x[:, perm], (3, 4), pes))
+    # ... and a relative encoding breaks it
+    pes = [RelativePositionBias2d(16, 2)]
+    assert not torch.allclose(attn(x, (3, 4), pes)[:, perm], attn(x[:, perm], (3, 4), pes))
+
+
+def test_learnable_abs_same_grid_is_identity_and_resizes_bicubically():
+    pe = LearnableAbsolutePE(8, num_extra_tokens=1, grid_size=(4, 4))
+    x = torch.zeros(2, 17, 8)
+    torch.testing.assert_close(pe.add_to_tokens(x, (4, 4)), pe.pos_embed.expand(2, -1, -1))
+    out = pe.add_to_tokens(torch.zeros(1, 1 + 6 * 5, 8), (6, 5))
+    torch.testing.assert_close(out[:, 0], pe.pos_embed[:, 0])  # cls embedding kept
+    grid = pe.pos_embed[:, 1:].reshape(1, 4, 4, 8).permute(0, 3, 1, 2)
+    ref = torch.nn.functional.interpolate(grid, (6, 5), mode='bicubic', align_corners=False)
+    torch.testing.assert_close(out[:, 1:], ref.flatten(2).transpose(1, 2))
+    t = pe.pos_embed[:, 1:]
+    assert resize_grid_embed(t, (4, 4), (4, 4)) is t  # same grid: no resampling
+
+
+def test_sincos_matches_formula():
+    emb = build_2d_sincos_embedding((3, 4), 8, temperature=10.)
+    r, c = 2, 3
+    w = torch.tensor([1., 10**-0.5])
+    ref = torch.cat([torch.sin(c * w), torch.cos(c * w), torch.sin(r * w), torch.cos(r * w)])
+    torch.testing.assert_close(emb[r * 4 + c], ref)
+    # larger grids extend (do not resize) the smaller one
+    big = build_2d_sincos_embedding((5, 6), 8, temperature=10.).view(5, 6, 8)
+    torch.testing.assert_close(big[:3, :4].reshape(12, 8), emb)
+    pe = SinCos2dPE(8, num_extra_tokens=1)
+    assert (pe.add_to_tokens(torch.zeros(1, 13, 8), (3, 4))[:, 0] == 0).all()
+
+
+def test_rope2d_logits_depend_only_on_relative_position():
+    torch.manual_seed(0)
+    d = 16
+    angles = build_rope2d_angles((6, 6), d).view(6, 6, d // 2)
+    q, k = torch.randn(d), torch.randn(d)
+
+    def logit(pq, pk):
+        return apply_rotary(q[None], angles[pq][None]) @ apply_rotary(k[None], angles[pk][None]).T
+
+    torch.testing.assert_close(logit((1, 2), (3, 5)), logit((2, 0), (4, 3)))
+    assert not torch.allclose(logit((1, 2), (3, 5)), logit((1, 2), (3, 4)))
+    # norms are preserved; the cls token is not rotated
+    rope = RoPE2d(32, num_heads=2, num_extra_tokens=1)
+    qq = torch.randn(2, 2, 13, 16)
+    q2, _ = rope.transform_qk(qq, qq, (3, 4), 0)
+    torch.testing.assert_close(q2.norm(dim=-1), qq.norm(dim=-1))
+    torch.testing.assert_close(q2[:, :, 0], qq[:, :, 0])
+
+
+def test_rel_pos_bias_clips_distances():
+    idx = clipped_relative_index((1, 10), max_distance=2)
+    assert idx[0, 5] == idx[0, 9] == idx[0, 3]  # dx = 5, 9, 3 all clip to 2
+    assert idx[0, 1] != idx[0, 2]
+    rpb = RelativePositionBias2d(8, num_heads=2, num_layers=2, max_distance=2,
+                                 num_extra_tokens=1)
+    q = torch.zeros(1, 2, 1 + 20, 4)
+    b0, b1 = rpb.attn_bias(q, q, (4, 5), 0), rpb.attn_bias(q, q, (4, 5), 1)
+    assert not torch.allclose(b0, b1)  # one table per layer
+    assert (b0[..., 0, :] == 0).all() and (b0[..., :, 0] == 0).all()
+    # translation invariance: pairs with the same displacement share the bias
+    torch.testing.assert_close(b0[0, :, 1 + 0, 1 + 6], b0[0, :, 1 + 7, 1 + 13])
+
+
+def test_cope_positions_and_interpolation():
+    g = torch.rand(5, 5)
+    p_past, p_future = cope_positions(g)
+    torch.testing.assert_close(p_past[4, 1], g[4, 1:5].sum())
+    torch.testing.assert_close(p_future[1, 4], g[1, 1:5].sum())
+    z = torch.tensor([0., 10., 20., 30.])
+    torch.testing.assert_close(interpolate_integer_positions(z, torch.tensor([1.25, 7.])),
+                               torch.tensor([12.5, 30.]))
+    cope = CoPE(16, num_heads=2, num_layers=2, npos_max=8, num_extra_tokens=1)
+    q = torch.randn(2, 2, 13, 8, requires_grad=True)
+    (cope.attn_bias(q, q, (3, 4), 1) ** 2).sum().backward()
+    assert cope.pos_embed_past.grad[1].abs().sum() > 0
+    assert cope.pos_embed_future.grad[1].abs().sum() > 0
+    assert q.grad[:, :, 1:].abs().sum() > 0
+
+
+@pytest.mark.parametrize('cls,kwargs,match', [
+    (SinCos2dPE, dict(embed_dims=10), 'divisible by 4'),
+    (RoPE2d, dict(embed_dims=24, num_heads=4), 'divisible by 4'),
+    (RelativePositionBias2d, dict(embed_dims=8, max_distance=0), 'max_distance'),
+    (CoPE, dict(embed_dims=8, npos_max=1), 'npos_max'),
+    (LearnableAbsolutePE, dict(embed_dims=8, grid_size=(0, 3)), 'grid_size'),
+    (NoPositionEncoding, dict(embed_dims=8, num_heads=3), 'num_heads'),
+])
+def test_bad_arguments(cls, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cls(**kwargs)
+
+
+def test_wrong_token_count_is_a_clear_error():
+    with pytest.raises(ValueError, match=r'1 \+ 3 \* 4 = 13'):
+        LearnableAbsolutePE(8, num_extra_tokens=1, grid_size=4).add_to_tokens(
+            torch.zeros(1, 12, 8), (3, 4))

@@ -1,0 +1,56 @@
+"""tools/analysis/pe_resolution_experiment.py on synthetic idx files (no Fashion-MNIST)."""
+import gzip
+import json
+import os.path as osp
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+SCRIPT = osp.join(REPO, 'tools', 'analysis', 'pe_resolution_experiment.py')
+
+
+def write_idx(path, array):
+    header = bytes([0, 0, 8, array.ndim]) + b''.join(
+        int(s).to_bytes(4, 'big') for s in array.shape)
+    with gzip.open(path, 'wb') as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+@pytest.mark.slow  # a subprocess that imports the stack and trains twice (~15-60 s)
+def test_idx_reader_and_tiny_run(tmp_path):
+    rng = np.random.RandomState(0)
+    root = tmp_path / 'fmnist'
+    root.mkdir()
+    for prefix, n in (('train', 60), ('t10k', 30)):
+        labels = np.arange(n) % 10
+        images = rng.randint(0, 50, (n, 28, 28))
+        images[:, :14] += (labels * 20)[:, None, None]  # learnable signal
+        write_idx(root / f'{prefix}-images-idx3-ubyte.gz', images)
+        write_idx(root / f'{prefix}-labels-idx1-ubyte.gz', labels)
+
+    sys.path.insert(0, osp.dirname(SCRIPT))
+    try:
+        import pe_resolution_experiment as exp
+    finally:
+        sys.path.pop(0)
+    images, labels = exp.load_split(str(root), 'train')
+    assert images.shape == (60, 28, 28) and labels.tolist()[:3] == [0, 1, 2]
+    x, y = exp.subsample(images, labels, 20, seed=0)
+    assert x.shape == (20, 1, 28, 28) and np.bincount(y.numpy()).tolist() == [2] * 10
+
+    out = tmp_path / 'out'
+    subprocess.run([
+        sys.executable, SCRIPT, '--data-root', str(root), '--out-dir', str(out),
+        '--encodings', 'none', 'cape', '--train-size', '40', '--test-size', '20',
+        '--epochs', '1', '--batch-size', '20', '--eval-res', '20', '36', '--embed-dims',
+        '16', '--depth', '1', '--heads', '2', '--threads', '1'
+    ], check=True, cwd=REPO, capture_output=True)
+    table = (out / 'resolution_experiment.md').read_text()
+    assert '| none |' in table and '| cape |' in table and '28px (7x7) *train*' in table
+    assert (out / 'resolution_experiment.png').stat().st_size > 1000
+    results = json.loads((out / 'resolution_experiment.json').read_text())['results']
+    assert set(results) == {'none', 'cape'}
+    assert all(0 <= a <= 100 for r in results.values() for a in r['acc'].values())
