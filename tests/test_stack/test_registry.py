@@ -63,3 +63,15 @@ def test_unknown_scoped_type_is_a_clear_error():
     with DefaultScope.overwrite_default_scope('mmdet'):
         with pytest.raises(KeyError, match='NoSuchThing'):
             MODELS.build(dict(type='mmposenc.NoSuchThing'))
+
+
+@pytest.mark.parametrize('host', HOSTS)
+def test_own_registry_builds_unscoped_own_types_under_host_scope(host):
+    """Our code builds its own layers by plain name even while a host scope is the default,
+    and host types still resolve through the host."""
+    import torch.nn as nn
+    from mmposenc.registry import MODELS
+    with DefaultScope.overwrite_default_scope(host):
+        peg = MODELS.build(dict(type='PEG', in_channels=4))
+        act = MODELS.build(dict(type='GELU'))
+    assert type(peg).__name__ == 'PEG' and isinstance(act, nn.GELU)
