@@ -24,11 +24,38 @@ def load_config(path, cfg_options=None, work_dir=None, launcher='none'):
                          f'{HOSTS} (inherit a host base config such as '
                          "'mmdet::_base_/default_runtime.py')")
     cfg.launcher = launcher
+    if launcher != 'none':
+        _adapt_distributed_to_cpu(cfg)
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir', None) is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(path))[0])
     return cfg
+
+
+def _adapt_distributed_to_cpu(cfg):
+    """Let a distributed launch run on CPU-only machines (gloo, DDP without device_ids).
+
+    mmengine 0.10.7 fails there twice: its ``init_dist`` calls ``torch.cuda.set_device``
+    whatever the backend, and its Runner gives DDP ``device_ids=[LOCAL_RANK]``, which DDP
+    refuses for a CPU module. The process group is therefore initialised here (the Runner
+    then skips its own ``init_dist``) and the wrapper gets ``device_ids=None``.
+    """
+    import torch
+    if torch.cuda.is_available():
+        return
+    cfg.setdefault('env_cfg', {})
+    cfg.env_cfg.setdefault('dist_cfg', {})
+    cfg.env_cfg.dist_cfg['backend'] = 'gloo'
+    wrapper = cfg.get('model_wrapper_cfg', None) or dict(type='MMDistributedDataParallel')
+    wrapper.setdefault('device_ids', None)
+    cfg.model_wrapper_cfg = wrapper
+    if cfg.launcher == 'pytorch':
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            timeout = cfg.env_cfg.dist_cfg.get('timeout', None)
+            kwargs = {} if timeout is None else dict(timeout=timeout)
+            dist.init_process_group(backend='gloo', **kwargs)
 
 
 def build_runner(cfg):

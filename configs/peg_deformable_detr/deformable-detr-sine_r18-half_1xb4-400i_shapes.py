@@ -134,7 +134,9 @@ test_evaluator = val_evaluator
 max_iters = 400
 optim_wrapper = dict(
     type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=2e-4, weight_decay=1e-4),
+    # 1e-3 rather than DETR's 1e-4..2e-4: a small model trained from scratch for 400 iterations
+    # (measured: mAP 0.002 -> 0.013 with PEG, 0.005 -> 0.005 with sine)
+    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-4),
     clip_grad=dict(max_norm=0.1, norm_type=2),
     paramwise_cfg=dict(
         custom_keys={

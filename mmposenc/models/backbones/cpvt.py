@@ -333,6 +333,9 @@ class CPVT(BaseModule):
             ``'cls_token'``/``'avg_featmap'``, (B, C, H/p, W/p) for
             ``'featmap'``.
         """
+        if x.dim() != 4:
+            raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
+                             f'got {tuple(x.shape)}')
         B = x.shape[0]
         x, hw_shape = self.patch_embed(x)
         if self.with_cls_token:

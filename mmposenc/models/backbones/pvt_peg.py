@@ -243,6 +243,9 @@ class PVTPEG(BaseModule):
             tuple[Tensor]: (B, C_i, H_i, W_i) maps of the ``out_indices``
             stages (strides 4, 8, 16, 32 for the default patch size).
         """
+        if x.dim() != 4:
+            raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
+                             f'got {tuple(x.shape)}')
         outs = []
         for i in range(self.num_stages):
             x, hw_shape = self.patch_embeds[i](x)

@@ -131,6 +131,9 @@ class SwinPEG(BaseModule):
             tuple[Tensor]: (B, C_i, H_i, W_i) maps of the ``out_indices``
             stages (strides 4, 8, 16, 32).
         """
+        if x.dim() != 4:
+            raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
+                             f'got {tuple(x.shape)}')
         x, hw_shape = self.patch_embed(x)
         x = self.drop_after_pos(x)
         outs = []

@@ -239,6 +239,9 @@ class PEViT(BaseModule):
         Outputs are (B, C) for ``'cls_token'``/``'avg_featmap'``, (B, C, h, w) for
         ``'featmap'`` and (B, N, C) for ``'raw'``, with ``(h, w)`` the patch grid.
         """
+        if x.dim() != 4:
+            raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
+                             f'got {tuple(x.shape)}')
         B = x.shape[0]
         x, hw_shape = self.patch_embed(x)
         if self.with_cls_token:

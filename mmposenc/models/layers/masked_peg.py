@@ -100,6 +100,9 @@ def _check_padding_mask(mask: Tensor, batch_size: int, num_tokens: int,
         raise ValueError(f'{name} of shape {tuple(mask.shape)} does not match the tokens: '
                          f'expected (bs, num_tokens) = {(batch_size, num_tokens)}')
     if mask.dtype != torch.bool:
+        if not ((mask == 0) | (mask == 1)).all():
+            raise ValueError(f'{name} must be a bool tensor (True at padded tokens) or hold '
+                             f'only 0 and 1, got dtype {mask.dtype} with other values')
         mask = mask.bool()
     return mask
 

@@ -1,0 +1,488 @@
+"""Malformed inputs and configs: every one raises a specific exception with a clear message.
+
+Each case is ``(id, thunk, exception type, regex the message must match)``; none may crash
+obscurely (a bare RuntimeError from deep inside torch) or return a silently wrong shape.
+"""
+import importlib.util
+import os.path as osp
+import subprocess
+import sys
+
+import cv2
+import pytest
+import torch
+
+from conftest import REPO_ROOT
+
+from mmposenc.models.backbones import CPVT, PEViT, PVTPEG, PerViT, SwinPEG
+from mmposenc.models.layers import (CAPE1d, CAPE2d, MPA, PEG, MaskedPEG,
+                                    MultiLevelMaskedPEG)
+from mmposenc.registry import MODELS
+
+TINY_VIT = dict(embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32)
+TINY_PVT = dict(embed_dims=[16, 32], num_heads=[1, 2], mlp_ratios=[2, 2], depths=[1, 1],
+                sr_ratios=[2, 1])
+TINY_PERVIT = dict(embed_dims=[16, 16], depths=[1, 1], num_heads=2, stem_channels=[8, 16])
+TINY_SWIN = dict(embed_dims=16, depths=[1, 1], num_heads=[1, 2])
+
+
+def _tool(name):
+    path = osp.join(REPO_ROOT, 'tools', 'model_converters', f'{name}.py')
+    spec = importlib.util.spec_from_file_location(f'reliability_{name}', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def t(*shape):
+    return torch.randn(*shape)
+
+
+def call(module_factory, *args, **kwargs):
+    """A thunk building the module, then calling it (so construction errors count too)."""
+    return lambda: module_factory()(*args, **kwargs)
+
+
+CASES = []
+
+
+def case(id, exc, match):
+    def deco(fn):
+        CASES.append(pytest.param(fn, exc, match, id=id))
+        return fn
+    return deco
+
+
+def add(id, fn, exc, match):
+    CASES.append(pytest.param(fn, exc, match, id=id))
+
+
+# ----------------------------------------------------------------------------- PEG
+for k in (2, 4, 1, 0, -3, 3.0, '3'):
+    add(f'peg-kernel-{k!r}', lambda k=k: PEG(8, kernel_size=k), ValueError,
+        'kernel_size must be an odd int >= 3')
+for c in (0, -1, 2.5, None):
+    add(f'peg-in-channels-{c!r}', lambda c=c: PEG(c), ValueError,
+        'in_channels must be a positive int')
+add('peg-extra-tokens-neg', lambda: PEG(8, num_extra_tokens=-1), ValueError,
+    'num_extra_tokens must be an int >= 0')
+add('peg-conv-type', lambda: PEG(8, conv_type='grouped'), ValueError, 'conv_type must be one of')
+add('peg-num-layers-0', lambda: PEG(8, num_layers=0), ValueError, 'num_layers must be an int >= 1')
+add('peg-padding', lambda: PEG(8, padding='mirror'), ValueError, 'padding must be one of')
+add('peg-stride-0', lambda: PEG(8, stride=0), ValueError, 'stride must be an int >= 1')
+add('peg-residual-stride', lambda: PEG(8, stride=2, residual=True), ValueError,
+    'residual=True needs stride=1')
+add('peg-padding-reflect', lambda: PEG(8, padding='reflect'), ValueError,
+    r"padding must be one of \('zeros', 'none'\)")
+add('peg-stride-padding', lambda: PEG(8, stride=2, padding='none'), ValueError,
+    "strided PEG needs padding='zeros'")
+add('peg-tokens-2d', call(lambda: PEG(8), t(2, 8), (2, 4)), ValueError,
+    r'tokens of shape \(B, N, C\)')
+add('peg-tokens-4d', call(lambda: PEG(8), t(1, 8, 2, 4), (2, 4)), ValueError,
+    r'tokens of shape \(B, N, C\)')
+add('peg-wrong-channels', call(lambda: PEG(8), t(2, 8, 6), (2, 4)), ValueError,
+    r'PEG expects 8 channels')
+add('peg-too-few-tokens', call(lambda: PEG(8), t(2, 7, 8), (2, 4)), ValueError,
+    r'= 8 tokens, got 7')
+add('peg-too-many-tokens', call(lambda: PEG(8), t(2, 9, 8), (2, 4)), ValueError,
+    r'= 8 tokens, got 9')
+add('peg-missing-cls', call(lambda: PEG(8, num_extra_tokens=1), t(2, 8, 8), (2, 4)), ValueError,
+    r'1 \+ 2 \* 4 = 9 tokens, got 8')
+add('peg-transposed-hw', call(lambda: PEG(8), t(2, 12, 8), (4, 4)), ValueError,
+    r'= 16 tokens, got 12')
+add('peg-hw-3d', call(lambda: PEG(8), t(2, 8, 8), (2, 2, 2)), ValueError,
+    r'hw_shape must be \(H, W\)')
+add('peg-hw-zero', call(lambda: PEG(8), t(2, 0, 8), (0, 4)), ValueError,
+    r'hw_shape must be \(H, W\) with H, W >= 1')
+
+# ----------------------------------------------------------------------------- MaskedPEG
+for k in (2, 4, 6):
+    add(f'maskedpeg-kernel-{k}', lambda k=k: MaskedPEG(8, kernel_size=k), ValueError,
+        'kernel_size must be odd')
+add('maskedpeg-ln-norm', lambda: MaskedPEG(8, norm_cfg=dict(type='LN')), ValueError,
+    'norm_cfg must build a')
+add('maskedpeg-tokens-2d', call(lambda: MaskedPEG(8), t(8, 8), (2, 4)), ValueError,
+    'expected batch-first tokens')
+add('maskedpeg-wrong-count', call(lambda: MaskedPEG(8), t(2, 9, 8), (2, 4)), ValueError,
+    r'hw_shape \(2, 4\) gives 8 tokens but the input has 9')
+add('maskedpeg-wrong-channels', call(lambda: MaskedPEG(8), t(2, 8, 4), (2, 4)), ValueError,
+    'expected 8 channels, got 4')
+add('maskedpeg-hw-1d', call(lambda: MaskedPEG(8), t(2, 8, 8), (8, )), ValueError,
+    r'hw_shape must be \(h, w\)')
+add('maskedpeg-mask-batch', call(lambda: MaskedPEG(8), t(2, 8, 8), (2, 4),
+                                 torch.zeros(3, 8, dtype=torch.bool)), ValueError,
+    r'key_padding_mask of shape \(3, 8\) does not match')
+add('maskedpeg-mask-tokens', call(lambda: MaskedPEG(8), t(2, 8, 8), (2, 4),
+                                  torch.zeros(2, 7, dtype=torch.bool)), ValueError,
+    r'key_padding_mask of shape \(2, 7\) does not match')
+add('maskedpeg-mask-grid', call(lambda: MaskedPEG(8), t(2, 8, 8), (2, 4),
+                                torch.zeros(2, 4, 2, dtype=torch.bool)), ValueError,
+    r'expected \(bs, h, w\) = \(2, 2, 4\)')
+add('maskedpeg-mask-1d', call(lambda: MaskedPEG(8), t(2, 8, 8), (2, 4),
+                              torch.zeros(16, dtype=torch.bool)), ValueError,
+    r'key_padding_mask of shape \(16,\) does not match')
+add('maskedpeg-mask-float-values', call(lambda: MaskedPEG(8), t(2, 8, 8), (2, 4),
+                                        torch.full((2, 8), 0.5)), ValueError,
+    'key_padding_mask must be a bool tensor .* or hold only 0 and 1')
+add('maskedpeg-mask-int-values', call(lambda: MaskedPEG(8), t(2, 8, 8), (2, 4),
+                                      torch.full((2, 8), 2)), ValueError,
+    'key_padding_mask must be a bool tensor')
+add('maskedpeg-all-padded', call(lambda: MaskedPEG(8), t(2, 8, 8), (2, 4),
+                                 torch.ones(2, 8, dtype=torch.bool)), ValueError,
+    'masked_batch_norm needs at least 2 valid positions')
+
+# ------------------------------------------------------------------- MultiLevelMaskedPEG
+add('mlpeg-levels', call(lambda: MultiLevelMaskedPEG(8, num_levels=2), t(2, 10, 8),
+                         [(2, 4), (1, 2), (0, 0)]), ValueError,
+    r'got 3 levels in spatial_shapes, expected num_levels=2')
+add('mlpeg-token-sum', call(lambda: MultiLevelMaskedPEG(8, num_levels=2), t(2, 11, 8),
+                            [(2, 4), (1, 2)]), ValueError, r'give 10 tokens but the input')
+add('mlpeg-shapes-not-pairs', call(lambda: MultiLevelMaskedPEG(8, num_levels=2), t(2, 10, 8),
+                                   [(2, 4, 1), (1, 2, 1)]), ValueError,
+    r'spatial_shapes must be a list of \(h, w\)')
+add('mlpeg-start-index', call(lambda: MultiLevelMaskedPEG(8, num_levels=2), t(2, 10, 8),
+                              [(2, 4), (1, 2)], torch.tensor([0, 7])), ValueError,
+    r'level_start_index .* does not match spatial_shapes')
+add('mlpeg-mask-shape', call(lambda: MultiLevelMaskedPEG(8, num_levels=2), t(2, 10, 8),
+                             [(2, 4), (1, 2)], None, torch.zeros(2, 9, dtype=torch.bool)),
+    ValueError, r'key_padding_mask of shape \(2, 9\)')
+add('mlpeg-kernel-even', lambda: MultiLevelMaskedPEG(8, kernel_size=4), ValueError,
+    'kernel_size must be odd')
+
+# ----------------------------------------------------------------------------- CAPE
+add('cape1d-odd-dims', lambda: CAPE1d(7), ValueError, 'embed_dims must be a positive even int')
+add('cape1d-auto-local', lambda: CAPE1d(8, max_local_shift='auto'), ValueError,
+    "CAPE1d needs a number for max_local_shift")
+add('cape1d-neg-shift', lambda: CAPE1d(8, max_global_shift=-1.0), ValueError,
+    'max_global_shift must be >= 0')
+add('cape1d-scaling-lt-1', lambda: CAPE1d(8, max_global_scaling=0.5), ValueError,
+    'max_global_scaling must be >= 1')
+add('cape1d-wrong-channels', call(lambda: CAPE1d(8), t(2, 5, 6)), ValueError,
+    r'CAPE1d expects \(B, T, 8\) tokens')
+add('cape1d-tokens-2d', call(lambda: CAPE1d(8), t(5, 8)), ValueError,
+    r'CAPE1d expects \(B, T, 8\) tokens')
+add('cape1d-mask-shape', call(lambda: CAPE1d(8), t(2, 5, 8), torch.zeros(2, 4, dtype=torch.bool)),
+    ValueError, r'padding_mask must have shape \(2, 5\)')
+add('cape2d-odd-dims', lambda: CAPE2d(7), ValueError, 'embed_dims must be even for CAPE2d')
+add('cape2d-neg-local', lambda: CAPE2d(8, max_local_shift=-0.1), ValueError,
+    "max_local_shift must be >= 0 or 'auto'")
+add('cape2d-hw-zero', call(lambda: CAPE2d(8), (0, 3), 2), ValueError,
+    r'hw_shape must be \(H, W\) with H, W >= 1')
+add('cape2d-mask-shape', call(lambda: CAPE2d(8), (2, 3), 2, torch.zeros(2, 5, dtype=torch.bool)),
+    ValueError, r'padding_mask must have shape \(B, 6\)')
+add('cape2d-tokens', lambda: CAPE2d(8, num_heads=2).eval().add_to_tokens(t(2, 5, 8), (2, 3)),
+    ValueError, r'expects num_extra_tokens \+ H \* W = 0 \+ 2 \* 3 = 6 tokens, got 5')
+
+# ----------------------------------------------------------------------------- MPA / PPE
+add('mpa-heads', lambda: MPA(10, num_heads=3), ValueError, 'must be divisible by num_heads')
+add('mpa-tokens', call(lambda: MPA(8, num_heads=2), t(2, 7, 8), (2, 4)), ValueError,
+    'got 7 tokens, expected 0 extra')
+add('mpa-tokens-cls', call(lambda: MPA(8, num_heads=2, num_extra_tokens=1), t(2, 8, 8), (2, 4)),
+    ValueError, 'got 8 tokens, expected 1 extra')
+add('ppe-kernel-even', lambda: MODELS.build(dict(type='PeripheralPositionEncoding', num_heads=2,
+                                                 kernel_size=4)),
+    ValueError, 'kernel_size must be a positive odd number')
+add('ppe-heads-0', lambda: MODELS.build(dict(type='PeripheralPositionEncoding', num_heads=0)),
+    ValueError, 'num_heads must be >= 1')
+add('ppe-init', lambda: MODELS.build(dict(type='PeripheralPositionEncoding', num_heads=2,
+                                          init='gaussian')), ValueError, 'init must be one of')
+add('ppe-hw', call(lambda: MODELS.build(dict(type='PeripheralPositionEncoding', num_heads=2)),
+                   (0, 4)), ValueError, r'hw_shape must be \(H, W\) with H, W >= 1')
+add('ppe-embed-type', lambda: MODELS.build(dict(type='PeripheralPositionEncoding', num_heads=2,
+                                                distance_embed=torch.nn.Linear(1, 4))),
+    TypeError, 'distance_embed must be a PeripheralDistanceEmbedding')
+add('pde-init', lambda: MODELS.build(dict(type='PeripheralDistanceEmbedding', init='x')),
+    ValueError, 'init must be one of')
+
+# ----------------------------------------------- BasePositionEncoding types (PEViT plugins)
+PE_TYPES = ['CoPE', 'LearnableAbsolutePE', 'NoPositionEncoding', 'PEGPositionEncoding',
+            'PeripheralPE', 'RelativePositionBias2d', 'RoPE2d', 'SaPE2', 'SinCos2dPE']
+for name in PE_TYPES:
+    add(f'{name}-heads-not-dividing', lambda name=name: MODELS.build(
+        dict(type=name, embed_dims=10, num_heads=3)), ValueError,
+        'num_heads must be a positive int dividing embed_dims')
+    add(f'{name}-embed-0', lambda name=name: MODELS.build(dict(type=name, embed_dims=0)),
+        ValueError, 'embed_dims must be a positive int')
+add('cope-npos', lambda: MODELS.build(dict(type='CoPE', embed_dims=8, npos_max=1)), ValueError,
+    'npos_max must be an int >= 2')
+add('rpb-max-distance', lambda: MODELS.build(dict(type='RelativePositionBias2d', embed_dims=8,
+                                                  max_distance=0)),
+    ValueError, 'max_distance must be a positive int')
+add('abs-grid', lambda: MODELS.build(dict(type='LearnableAbsolutePE', embed_dims=8,
+                                          grid_size=0)), ValueError, 'grid_size must be')
+add('pegpe-layer-index', lambda: MODELS.build(dict(type='PEGPositionEncoding', embed_dims=8,
+                                                   num_layers=2, layer_indices=(2, ))),
+    ValueError, 'layer index 2 out of range for 2 layers')
+add('pegpe-layer-dup', lambda: MODELS.build(dict(type='PEGPositionEncoding', embed_dims=8,
+                                                 num_layers=2, layer_indices=(0, 0))),
+    ValueError, 'layer_indices must be distinct')
+add('peripheralpe-init', lambda: MODELS.build(dict(type='PeripheralPE', embed_dims=8,
+                                                   init='x')), ValueError, 'init must be one of')
+add('sincos-tokens', lambda: MODELS.build(dict(type='SinCos2dPE', embed_dims=8)).add_to_tokens(
+    t(1, 5, 8), (2, 3)), ValueError, r'= 6 tokens, got 5')
+add('abs-tokens', lambda: MODELS.build(dict(type='LearnableAbsolutePE', embed_dims=8,
+                                            grid_size=2)).add_to_tokens(t(1, 5, 8), (2, 3)),
+    ValueError, r'= 6 tokens, got 5')
+
+# ----------------------------------------------------------------------------- CPVT
+add('cpvt-arch-unknown', lambda: CPVT('huge'), ValueError, 'Arch huge is not in default archs')
+add('cpvt-arch-missing-keys', lambda: CPVT(dict(embed_dims=16)), ValueError,
+    'Custom arch needs a dict with keys')
+add('cpvt-arch-list', lambda: CPVT([16, 2]), ValueError, 'Custom arch needs a dict with keys')
+add('cpvt-out-type', lambda: CPVT(TINY_VIT, out_type='pooled'), ValueError,
+    'out_type must be one of')
+add('cpvt-cls-without-token', lambda: CPVT(TINY_VIT, with_cls_token=False), ValueError,
+    "out_type='cls_token' needs with_cls_token=True")
+add('cpvt-out-index', lambda: CPVT(TINY_VIT, out_indices=(2, )), ValueError,
+    r'out_indices must be in \[0, 2\), got 2')
+add('cpvt-out-index-neg', lambda: CPVT(TINY_VIT, out_indices=(-3, )), ValueError,
+    r'out_indices must be in \[0, 2\)')
+add('cpvt-peg-position', lambda: CPVT(TINY_VIT, peg_positions=(2, )), ValueError,
+    r'peg_positions must be in \[-1, 1\], got 2')
+add('cpvt-peg-kernel', lambda: CPVT(TINY_VIT, peg_cfg=dict(kernel_size=4)), ValueError,
+    'kernel_size must be an odd int >= 3')
+add('cpvt-heads', lambda: CPVT(dict(TINY_VIT, num_heads=3)), ValueError,
+    'must be divisible by num_heads')
+add('cpvt-input-channels', call(lambda: CPVT(TINY_VIT, img_size=16, patch_size=8),
+                                t(1, 1, 16, 16)), RuntimeError,
+    'expected input.* to have 3 channels, but got [14] channels')
+# a single image without the batch axis: mmcv's PatchEmbed used to fail with an IndexError
+for name, factory in [('cpvt', lambda: CPVT(TINY_VIT, img_size=16, patch_size=8)),
+                      ('pevit', lambda: PEViT(TINY_VIT, img_size=16, patch_size=8)),
+                      ('pvt', lambda: PVTPEG(TINY_PVT, out_indices=(1, ))),
+                      ('swin', lambda: SwinPEG(TINY_SWIN, window_size=4, out_indices=(1, )))]:
+    for shape in [(3, 16, 16), (1, 1, 3, 16, 16)]:
+        add(f'{name}-input-{len(shape)}d', call(factory, t(*shape)), ValueError,
+            r'expects images of shape \(B, C, H, W\), got \(' + str(shape[0]))
+add('pervit-input-3d', call(lambda: PerViT(TINY_PERVIT, out_indices=(1, )), t(3, 32, 32)),
+    ValueError, 'expected 4D input')
+add('pervit-input-too-small', call(lambda: PerViT(TINY_PERVIT, out_indices=(1, )),
+                                   t(1, 3, 2, 2)), ValueError,
+    'Expected more than 1 value per channel when training')
+
+# ----------------------------------------------------------------------------- PVTPEG
+add('pvt-arch-unknown', lambda: PVTPEG('mega'), ValueError, 'Arch mega is not in default archs')
+add('pvt-arch-keys', lambda: PVTPEG(dict(embed_dims=[16])), ValueError,
+    'Custom arch needs a dict with keys')
+add('pvt-arch-lengths', lambda: PVTPEG(dict(TINY_PVT, depths=[1, 1, 1])), ValueError,
+    'per-stage lists of arch must have the same length')
+add('pvt-out-index', lambda: PVTPEG(TINY_PVT, out_indices=(2, )), ValueError,
+    r'out_indices must be in \[0, 2\), got 2')
+add('pvt-heads', lambda: PVTPEG(dict(TINY_PVT, num_heads=[3, 2]), out_indices=(1, )), ValueError,
+    'must be divisible by num_heads')
+add('pvt-peg-kernel', lambda: PVTPEG(TINY_PVT, peg_cfg=dict(kernel_size=2), out_indices=(1, )), ValueError,
+    'kernel_size must be an odd int >= 3')
+add('pvt-input-channels', call(lambda: PVTPEG(TINY_PVT, out_indices=(1, )), t(1, 4, 32, 32)),
+    RuntimeError,
+    'expected input.* to have 3 channels, but got [14] channels')
+
+# ----------------------------------------------------------------------------- SwinPEG
+add('swin-arch-unknown', lambda: SwinPEG('xl'), ValueError, 'Arch xl is not in default archs')
+add('swin-arch-keys', lambda: SwinPEG(dict(embed_dims=16)), ValueError,
+    'Custom arch needs a dict with keys')
+add('swin-arch-lengths', lambda: SwinPEG(dict(TINY_SWIN, num_heads=[1])), ValueError,
+    'depths and num_heads must have the same length')
+add('swin-out-index', lambda: SwinPEG(TINY_SWIN, out_indices=(5, )), ValueError,
+    r'out_indices must be in \[0, 2\), got 5')
+add('swin-peg-kernel', lambda: SwinPEG(TINY_SWIN, peg_cfg=dict(kernel_size=1), out_indices=(1, )), ValueError,
+    'kernel_size must be an odd int >= 3')
+add('swin-input-channels', call(lambda: SwinPEG(TINY_SWIN, window_size=4, out_indices=(1, )),
+                                t(1, 1, 32, 32)), RuntimeError,
+    'expected input.* to have 3 channels, but got [14] channels')
+
+# ----------------------------------------------------------------------------- PerViT
+add('pervit-arch-unknown', lambda: PerViT('giant'), ValueError,
+    'Arch giant is not in default archs')
+add('pervit-arch-keys', lambda: PerViT(dict(embed_dims=[16])), ValueError,
+    'Custom arch needs a dict with keys')
+add('pervit-arch-lengths', lambda: PerViT(dict(TINY_PERVIT, depths=[1, 1, 1])), ValueError,
+    'embed_dims and depths must have the same length')
+add('pervit-stem', lambda: PerViT(dict(TINY_PERVIT, stem_channels=[8, 12])), ValueError,
+    'the last stem channel must equal embed_dims')
+add('pervit-ppe-init', lambda: PerViT(TINY_PERVIT, ppe_init='uniform'), ValueError,
+    'ppe_init must be one of')
+add('pervit-out-index', lambda: PerViT(TINY_PERVIT, out_indices=(2, )), ValueError,
+    'out index 2 out of range for 2 stages')
+add('pervit-featmap-scales-len', lambda: PerViT(TINY_PERVIT, out_indices=(0, 1),
+                                                featmap_scales=[1]), ValueError,
+    'featmap_scales needs one scale per out index')
+add('pervit-featmap-scale', lambda: PerViT(TINY_PERVIT, out_indices=(0, ),
+                                           featmap_scales=[3]), ValueError,
+    'featmap scale must be one of')
+add('pervit-input-channels', call(lambda: PerViT(TINY_PERVIT, out_indices=(1, )),
+                                  t(1, 1, 32, 32)), RuntimeError,
+    'expected input.* to have 3 channels, but got [14] channels')
+
+# ----------------------------------------------------------------------------- PEViT
+add('pevit-arch-unknown', lambda: PEViT('colossal'), ValueError,
+    'Arch colossal is not in default archs')
+add('pevit-arch-keys', lambda: PEViT(dict(embed_dims=16)), ValueError,
+    'Custom arch needs a dict with keys')
+add('pevit-out-type', lambda: PEViT(TINY_VIT, out_type='pooled'), ValueError,
+    'Unsupported out_type')
+add('pevit-cls-without-token', lambda: PEViT(TINY_VIT, with_cls_token=False), ValueError,
+    'out_type="cls_token" needs with_cls_token=True')
+add('pevit-empty-pe', lambda: PEViT(TINY_VIT, pos_encoding=[]), ValueError,
+    'pos_encoding needs at least one config')
+add('pevit-unknown-pe', lambda: PEViT(TINY_VIT, pos_encoding=dict(type='NoSuchPE')), KeyError,
+    "position encoding '(mmposenc\\.)?NoSuchPE' is not registered")
+add('pevit-not-a-pe', lambda: PEViT(TINY_VIT, pos_encoding=dict(type='CAPE1d')), TypeError,
+    'is not a BasePositionEncoding')
+add('pevit-out-index', lambda: PEViT(TINY_VIT, out_indices=(4, )), ValueError,
+    'out index 4 out of range for 2 layers')
+add('pevit-pe-heads', lambda: PEViT(dict(TINY_VIT, num_heads=3)), ValueError,
+    'num_heads must be a positive int dividing embed_dims')
+add('pevit-input-channels', call(lambda: PEViT(TINY_VIT, img_size=16, patch_size=8),
+                                 t(1, 1, 16, 16)), RuntimeError,
+    'expected input.* to have 3 channels, but got [14] channels')
+
+# ----------------------------------------------------------------------------- registry
+for name in ('NoSuchBackbone', 'mmposenc.PEGG', 'mmposenc.cpvt'):
+    add(f'registry-unknown-{name}', lambda name=name: MODELS.build(dict(type=name)), KeyError,
+        'is not in the')
+add('registry-cpvt-bad-kwarg', lambda: MODELS.build(dict(type='CPVT', depth=2)), TypeError,
+    "unexpected keyword argument 'depth'")
+add('registry-peg-missing-arg', lambda: MODELS.build(dict(type='PEG')), TypeError,
+    "missing 1 required positional argument: 'in_channels'")
+
+
+# ----------------------------------------------------------------------------- converters
+def _deit_with_extra():
+    return {'patch_embed.projection.weight': t(16, 3, 16, 16), 'cls_token': t(1, 1, 16),
+            'layers.0.attn.qkv.weight': t(48, 16), 'blocks.0.mlp.fc1.weight': t(32, 16),
+            'dist_token': t(1, 1, 16)}
+
+
+add('conv-deit-unmapped', lambda: _tool('deit_to_cpvt').convert(_deit_with_extra()), KeyError,
+    r'2 DeiT keys have no CPVT mapping: .*blocks\.0\.mlp\.fc1\.weight')
+add('conv-deit-unmapped-wrapped', lambda: _tool('deit_to_cpvt').convert(
+    {'state_dict': {'backbone.foo.bar': t(1)}}), KeyError, r"1 DeiT keys .*backbone\.foo\.bar")
+add('conv-deit-bad-size', lambda: _tool('deit_to_cpvt').build_cpvt(
+    {'patch_embed.projection.weight': t(20, 3, 16, 16), 'layers.0.ln1.weight': t(20)}),
+    ValueError, 'embed_dims 20 is not a DeiT size')
+add('conv-twins-unmapped', lambda: _tool('twins_pcpvt_to_pvtpeg').convert(
+    {'patch_embeds.0.proj.weight': t(64, 3, 4, 4), 'totally.unknown': t(1)}), KeyError,
+    r'totally\.unknown')
+add('conv-twins-depths', lambda: _tool('twins_pcpvt_to_pvtpeg').infer_arch(
+    {'layers.0.0.norm1.weight': t(4)}), ValueError, 'match no PVTPEG arch')
+add('conv-pervit-unmapped', lambda: _tool('pervit_official_to_mmposenc').convert(
+    {'module.not_a_pervit_key': t(1), 'xyz': t(1)}), KeyError,
+    '2 official PerViT keys have no mapping')
+
+
+# ----------------------------------------------------------------------------- tools
+def _train(*args):
+    res = subprocess.run([sys.executable, 'tools/train.py', *args], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr[-2000:])
+    return res
+
+
+def _train_in_process(path):
+    sys.path.insert(0, osp.join(REPO_ROOT, 'tools'))
+    try:
+        import _runner_utils
+    finally:
+        sys.path.pop(0)
+    return _runner_utils.load_config(path)
+
+
+add('train-missing-config', lambda: _train('/nonexistent/cfg.py'), RuntimeError,
+    r'FileNotFoundError: config file /nonexistent/cfg\.py does not exist')
+add('load-config-missing', lambda: _train_in_process('/nonexistent/cfg.py'), FileNotFoundError,
+    'does not exist')
+
+
+@case('load-config-no-scope', ValueError, "default_scope=None; expected one of")
+def _no_scope(tmp_path):
+    p = tmp_path / 'noscope.py'
+    p.write_text('model = dict(type="mmposenc.PEG", in_channels=4)\n')
+    return _train_in_process(str(p))
+
+
+@case('load-config-syntax-error', SyntaxError, 'invalid syntax|was never closed')
+def _syntax(tmp_path):
+    p = tmp_path / 'broken.py'
+    p.write_text('model = dict(type=\n')
+    return _train_in_process(str(p))
+
+
+# ----------------------------------------------------------------------------- datasets
+def _mmdet_load(path):
+    from mmdet.datasets.transforms import LoadAnnotations  # noqa: F401 (registers mmdet)
+    from mmcv.transforms import LoadImageFromFile
+    return LoadImageFromFile()(dict(img_path=str(path)))
+
+
+# mmcv's LoadImageFromFile asserts that the decoder returned an image (mmcv code: not ours)
+@case('dataset-corrupt-png', AssertionError, r'failed to load image: .*broken\.png')
+def _corrupt_png(tmp_path):
+    p = tmp_path / 'broken.png'
+    p.write_bytes(b'\x89PNG\r\n\x1a\n' + b'not really an image' * 10)
+    return _mmdet_load(p)
+
+
+# an empty file reaches cv2.imdecode, whose own assertion names the empty buffer
+@case('dataset-empty-jpg', cv2.error, r'!buf\.empty\(\)')
+def _empty_jpg(tmp_path):
+    p = tmp_path / 'empty.jpg'
+    p.write_bytes(b'')
+    return _mmdet_load(p)
+
+
+@case('dataset-missing-image', FileNotFoundError, 'No such file|missing.jpg')
+def _missing(tmp_path):
+    return _mmdet_load(tmp_path / 'missing.jpg')
+
+
+@case('dataset-corrupt-in-coco-pipeline', AssertionError, r'failed to load image: .*0\.jpg')
+def _coco_pipeline(tmp_path):
+    """A one-image COCO dataset whose image is truncated garbage, through mmdet's pipeline."""
+    import json
+    from mmdet.datasets import CocoDataset
+    from mmdet.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    (tmp_path / 'img').mkdir()
+    (tmp_path / 'img' / '0.jpg').write_bytes(b'\xff\xd8\xff\xe0' + b'\x00' * 20)
+    ann = dict(images=[dict(id=1, file_name='0.jpg', height=32, width=32)],
+               annotations=[dict(id=1, image_id=1, category_id=1, bbox=[1, 1, 10, 10],
+                                 area=100, iscrowd=0)],
+               categories=[dict(id=1, name='thing')])
+    (tmp_path / 'ann.json').write_text(json.dumps(ann))
+    ds = CocoDataset(data_root=str(tmp_path), ann_file='ann.json',
+                     data_prefix=dict(img='img/'), metainfo=dict(classes=('thing', )),
+                     pipeline=[dict(type='mmdet.LoadImageFromFile'),
+                               dict(type='mmdet.LoadAnnotations', with_bbox=True)],
+                     serialize_data=False)
+    return ds.prepare_data(0)
+
+
+def test_at_least_100_cases():
+    assert len(CASES) >= 100, len(CASES)
+
+
+@pytest.mark.parametrize('thunk, exc, match', CASES)
+def test_bad_input_raises_clearly(thunk, exc, match, tmp_path):
+    import inspect
+    args = (tmp_path, ) if inspect.signature(thunk).parameters and \
+        'tmp_path' in inspect.signature(thunk).parameters else ()
+    with pytest.raises(exc, match=match):
+        out = thunk(*args)
+        # a thunk that returns is a silently accepted bad input: say what came back
+        shapes = [tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else [out])
+                  if isinstance(o, torch.Tensor)]
+        pytest.fail(f'no exception; returned {type(out).__name__} {shapes}')
+
+
+def test_masked_peg_accepts_0_1_masks_of_any_dtype():
+    """The dtype check above rejects only ambiguous masks: 0/1 masks mean what a bool one does."""
+    from mmposenc.models.layers import MaskedPEG
+    torch.manual_seed(0)
+    peg = MaskedPEG(8).eval()
+    x = torch.randn(2, 8, 8)
+    mask = torch.zeros(2, 8, dtype=torch.bool)
+    mask[1, -3:] = True
+    ref = peg(x, (2, 4), mask)
+    for dtype in (torch.uint8, torch.int64, torch.float32):
+        torch.testing.assert_close(peg(x, (2, 4), mask.to(dtype)), ref)
