@@ -51,3 +51,18 @@ def pytest_configure(config):
     config.addinivalue_line(
         'markers', 'slow: real-data training runs (seconds to minutes); run by CI, '
         'deselect with -m "not slow"')
+
+
+@pytest.fixture(autouse=True)
+def _isolate_default_scope():
+    """Each test starts with the default scope it would have alone.
+
+    mmengine keeps the default scope (``init_default_scope``, Runners) in a process-wide
+    registry of instances, and unscoped types resolve in the *current* one: without this, a
+    test that set 'mmdet' changes how the next test's 'ImageClassifier' resolves.
+    """
+    from mmengine.registry import DefaultScope
+    saved = DefaultScope._instance_dict.copy()
+    yield
+    DefaultScope._instance_dict.clear()
+    DefaultScope._instance_dict.update(saved)
