@@ -450,12 +450,16 @@ def _coco_pipeline(tmp_path):
                                  area=100, iscrowd=0)],
                categories=[dict(id=1, name='thing')])
     (tmp_path / 'ann.json').write_text(json.dumps(ann))
-    ds = CocoDataset(data_root=str(tmp_path), ann_file='ann.json',
-                     data_prefix=dict(img='img/'), metainfo=dict(classes=('thing', )),
-                     pipeline=[dict(type='mmdet.LoadImageFromFile'),
-                               dict(type='mmdet.LoadAnnotations', with_bbox=True)],
-                     serialize_data=False)
-    return ds.prepare_data(0)
+    from mmengine.registry import DefaultScope
+    # as under an mmdet config: unscoped names resolve in mmdet's registry and its parents
+    # (an explicit 'mmdet.LoadImageFromFile' would not: the class is mmcv's)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        ds = CocoDataset(data_root=str(tmp_path), ann_file='ann.json',
+                         data_prefix=dict(img='img/'), metainfo=dict(classes=('thing', )),
+                         pipeline=[dict(type='LoadImageFromFile'),
+                                   dict(type='LoadAnnotations', with_bbox=True)],
+                         serialize_data=False)
+        return ds.prepare_data(0)
 
 
 def test_at_least_100_cases():
