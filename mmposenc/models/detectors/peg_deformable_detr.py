@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from mmposenc.registry import MODELS
-from .peg_detr import build_pegs, check_encoder_pos, check_peg_after
+from .peg_detr import EncoderPosMixin, build_pegs, check_encoder_pos, check_peg_after
 
 
 class PEGDeformableDetrTransformerEncoder(DeformableDetrTransformerEncoder):
@@ -78,7 +78,7 @@ class PEGDeformableDetrTransformerEncoder(DeformableDetrTransformerEncoder):
 
 
 @MODELS.register_module()
-class PEGDeformableDETR(DeformableDETR):
+class PEGDeformableDETR(EncoderPosMixin, DeformableDETR):
     """Deformable-DETR with a configurable encoder position encoding (CPVT "DD w/o PE + PEG").
 
     `Conditional Positional Encodings for Vision Transformers
@@ -124,14 +124,6 @@ class PEGDeformableDETR(DeformableDETR):
         self.peg_cfg = peg_cfg
         self.peg_after_cfg = peg_after
         super().__init__(*args, **kwargs)
-
-    @property
-    def encoder_uses_sine(self) -> bool:
-        return self.encoder_pos in ('sine', 'sine+peg')
-
-    @property
-    def encoder_uses_peg(self) -> bool:
-        return self.encoder_pos in ('peg', 'sine+peg')
 
     def _init_layers(self) -> None:
         """As :meth:`DeformableDETR._init_layers`, with the PEG encoder."""

@@ -62,6 +62,21 @@ def build_pegs(peg_cfg: Optional[dict], peg_after: Tuple[int, ...], **defaults) 
     return pegs
 
 
+class EncoderPosMixin:
+    """What ``encoder_pos`` (one of :data:`ENCODER_POS_TYPES`) switches on, for both
+    detectors."""
+
+    encoder_pos: str
+
+    @property
+    def encoder_uses_sine(self) -> bool:
+        return self.encoder_pos in ('sine', 'sine+peg')
+
+    @property
+    def encoder_uses_peg(self) -> bool:
+        return self.encoder_pos in ('peg', 'sine+peg')
+
+
 class PEGDetrTransformerEncoder(DetrTransformerEncoder):
     """DETR encoder with :class:`~mmposenc.models.layers.MaskedPEG` after chosen layers.
 
@@ -112,7 +127,7 @@ class PEGDetrTransformerEncoder(DetrTransformerEncoder):
 
 
 @MODELS.register_module()
-class PEGDETR(DETR):
+class PEGDETR(EncoderPosMixin, DETR):
     """DETR with a configurable encoder position encoding (CPVT's "DETR w/o PE + PEG").
 
     `Conditional Positional Encodings for Vision Transformers
@@ -157,14 +172,6 @@ class PEGDETR(DETR):
         self.peg_cfg = peg_cfg
         self.peg_after_cfg = peg_after
         super().__init__(*args, **kwargs)
-
-    @property
-    def encoder_uses_sine(self) -> bool:
-        return self.encoder_pos in ('sine', 'sine+peg')
-
-    @property
-    def encoder_uses_peg(self) -> bool:
-        return self.encoder_pos in ('peg', 'sine+peg')
 
     def _init_layers(self) -> None:
         """As :meth:`DETR._init_layers`, with :class:`PEGDetrTransformerEncoder`."""
