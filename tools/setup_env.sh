@@ -7,7 +7,8 @@
 #      under $MMPOSENC_CACHE (default ~/.cache/mmposenc) in a folder keyed by torch version,
 #      Python tag, C++ ABI and CUDA, so a second run installs it in seconds and a changed torch
 #      rebuilds it (pip's own wheel cache is not keyed on torch and is bypassed on purpose);
-#   3. mmengine, mmdet, mmsegmentation, mmpretrain and the rest, constrained to the pins;
+#   3. mmengine, mmdet, mmsegmentation, mmpretrain, onnx + onnxruntime and the rest, constrained
+#      to the pins;
 #   4. mmposenc itself in editable mode.
 # A stamp in .venv records the hash of pins.txt and of this script: when it matches and the
 # stack imports, the script returns in a few seconds.
@@ -113,12 +114,13 @@ EOF
 fi
 
 # ---- the OpenMMLab hosts and the rest ---------------------------------------------------
-say "installing mmengine, mmdet, mmsegmentation, mmpretrain, pycocotools, test tools"
+say "installing mmengine, mmdet, mmsegmentation, mmpretrain, pycocotools, onnx(runtime), test tools"
 "${PIP[@]}" install -q -c "$CONSTRAINTS" \
     "mmengine==$(pin mmengine)" "mmdet==$(pin mmdet)" "mmsegmentation==$(pin mmsegmentation)" \
     "mmpretrain==$(pin mmpretrain)" "pycocotools==$(pin pycocotools)" "ftfy==$(pin ftfy)" \
     "regex==$(pin regex)" "numpy==$(pin numpy)" "opencv-python==$(pin opencv-python)" \
-    "pytest==$(pin pytest)" "setuptools==$(pin setuptools)"
+    "pytest==$(pin pytest)" "setuptools==$(pin setuptools)" \
+    "onnx==$(pin onnx)" "onnxruntime==$(pin onnxruntime)" "protobuf==$(pin protobuf)"
 say "installing mmposenc (editable)"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 
