@@ -1,0 +1,2 @@
+"""Necks of mmposenc (pure torch + mmengine/mmcv, no host imports)."""
+from .simple_pyramid import SimplePyramid  # noqa: F401
