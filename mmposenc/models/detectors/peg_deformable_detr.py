@@ -189,12 +189,11 @@ class PEGDeformableDETR(EncoderPosMixin, DeformableDETR):
                     self.level_embed[lvl].view(1, 1, -1).to(feat.dtype).expand(
                         batch_size, h * w, -1))
             mask_flatten.append(mask.flatten(1) if mask is not None else None)
-            spatial_shapes.append((h, w))
+            spatial_shapes.append(torch._shape_as_tensor(feat)[2:])  # traceable (ONNX)
         feat_flatten = torch.cat(feat_flatten, 1)
         feat_pos = torch.cat(lvl_pos_flatten, 1) if self.use_level_embed else None
         mask_flatten = torch.cat(mask_flatten, 1) if mlvl_masks[0] is not None else None
-        spatial_shapes = torch.as_tensor(
-            spatial_shapes, dtype=torch.long, device=feat_flatten.device)
+        spatial_shapes = torch.stack(spatial_shapes).to(feat_flatten.device)
         level_start_index = torch.cat((spatial_shapes.new_zeros(
             (1, )), spatial_shapes.prod(1).cumsum(0)[:-1]))
         if mlvl_masks[0] is not None:

@@ -112,7 +112,9 @@ def _check_tokens(x: Tensor, hw_shape: Sequence[int], embed_dims: int) -> Tuple[
         raise ValueError(f'expected batch-first tokens (bs, h*w, C), got shape {tuple(x.shape)}')
     if len(hw_shape) != 2:
         raise ValueError(f'hw_shape must be (h, w), got {hw_shape}')
-    h, w = int(hw_shape[0]), int(hw_shape[1])
+    h, w = hw_shape[0], hw_shape[1]
+    if not torch.jit.is_tracing():  # ONNX export: keep the traced sizes (dynamic H, W)
+        h, w = int(h), int(w)
     if h * w != x.shape[1]:
         raise ValueError(f'hw_shape {(h, w)} gives {h * w} tokens but the input has '
                          f'{x.shape[1]} (shape {tuple(x.shape)})')
@@ -235,6 +237,8 @@ class MaskedPEG(BaseModule):
 
 def _level_shapes(spatial_shapes: Union[Tensor, Sequence[Sequence[int]]]) -> List[Tuple[int, int]]:
     if isinstance(spatial_shapes, Tensor):
+        if torch.jit.is_tracing():  # ONNX export: keep the traced sizes (dynamic H, W)
+            return [(s[0], s[1]) for s in spatial_shapes.unbind(0)]
         spatial_shapes = spatial_shapes.tolist()
     shapes = [tuple(int(v) for v in s) for s in spatial_shapes]
     if any(len(s) != 2 for s in shapes):
@@ -311,7 +315,7 @@ class MultiLevelMaskedPEG(BaseModule):
         if x.dim() != 3 or x.shape[1] != sum(sizes):
             raise ValueError(f'spatial_shapes {shapes} give {sum(sizes)} tokens but the input '
                              f'has shape {tuple(x.shape)}')
-        if level_start_index is not None:
+        if level_start_index is not None and not torch.jit.is_tracing():
             starts = [int(v) for v in torch.as_tensor(level_start_index).tolist()]
             expected = [sum(sizes[:i]) for i in range(len(sizes))]
             if starts != expected:
