@@ -1,0 +1,33 @@
+# Mask R-CNN + FPN with CPVT-S (or CPVT-S-GAP) pretrained on ImageNet, 1x: mmdet's recipe for
+# a transformer backbone (mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py: AdamW lr 1e-4,
+# weight decay 0.05, no decay on norms). The outputs of layers 2, 5, 8 and 11 (stride 16) are
+# rescaled to strides 4/8/16/32 by mmposenc.SimplePyramid (BEiT / ViTDet style) before FPN.
+_base_ = ['mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py']
+
+custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
+
+embed_dims = 384
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposenc.CPVT',  # CPVT
+        arch='small',
+        peg_positions=(0, ),
+        out_type='featmap',
+        out_indices=(2, 5, 8, 11),
+        drop_path_rate=0.1,
+        # an mmpretrain classifier checkpoint of configs/cpvt/cpvt-small(-gap)_4xb256_in1k.py
+        init_cfg=None),
+    neck=[
+        dict(type='mmposenc.SimplePyramid', in_channels=embed_dims,
+             scales=(4, 2, 1, 0.5)),  # strides 16 -> 4, 8, 16, 32
+        dict(type='FPN', in_channels=[embed_dims] * 4, out_channels=256, num_outs=5),
+    ])
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(
+        # the Swin base names 'absolute_pos_embed', 'relative_position_bias_table' and 'norm',
+        # none of which is a CPVT parameter name (its norms are ln1/ln2): norms by type instead
+        _delete_=True,
+        norm_decay_mult=0.0,
+        custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # CPVT.pegs

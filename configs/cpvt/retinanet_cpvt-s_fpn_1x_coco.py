@@ -1,0 +1,31 @@
+# RetinaNet + FPN with CPVT-S (or CPVT-S-GAP) pretrained on ImageNet, 1x: PVT's RetinaNet recipe
+# (mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py: AdamW lr 1e-4, weight decay 1e-4). CPVT is a
+# plain ViT with one stride-16 map per layer: the outputs of layers 5, 8 and 11 are rescaled
+# to strides 8/16/32 by mmposenc.SimplePyramid (BEiT / ViTDet style) before mmdet's FPN, which
+# adds P6/P7 as for ResNet. No class token is needed: checkpoints of cpvt-small_4xb256_in1k.py
+# (its cls_token is left unused) and of cpvt-small-gap_4xb256_in1k.py both load.
+_base_ = ['mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py']
+
+custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
+
+embed_dims = 384
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposenc.CPVT',  # CPVT
+        arch='small',
+        peg_positions=(0, ),
+        out_type='featmap',
+        out_indices=(5, 8, 11),
+        drop_path_rate=0.1,
+        # an mmpretrain classifier checkpoint of configs/cpvt/cpvt-small(-gap)_4xb256_in1k.py
+        init_cfg=None),
+    neck=[
+        dict(type='mmposenc.SimplePyramid', in_channels=embed_dims,
+             scales=(2, 1, 0.5)),  # strides 16 -> 8, 16, 32
+        dict(type='FPN', in_channels=[embed_dims] * 3, out_channels=256, start_level=0,
+             add_extra_convs='on_input', num_outs=5),  # P3-P7 of RetinaNet
+    ])
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # CPVT.pegs

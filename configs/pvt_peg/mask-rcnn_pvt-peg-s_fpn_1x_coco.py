@@ -1,0 +1,4 @@
+# Mask R-CNN + FPN, PVT-Small + PEG, 1x.
+_base_ = ['mask-rcnn_pvt-peg-t_fpn_1x_coco.py']
+
+model = dict(backbone=dict(arch='small'))

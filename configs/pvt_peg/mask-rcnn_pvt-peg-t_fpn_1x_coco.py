@@ -1,0 +1,18 @@
+# Mask R-CNN + FPN with PVT-Tiny + PEG (+GAP-pretrained), 1x: the recipe of the baseline
+# mask-rcnn_pvt-t_fpn_1x_coco.py beside this file with the backbone swapped.
+_base_ = ['mask-rcnn_pvt-t_fpn_1x_coco.py']
+
+custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposenc.PVTPEG',  # PVTPEG
+        arch='tiny',
+        out_indices=(0, 1, 2, 3),
+        drop_path_rate=0.1,
+        # an mmpretrain classifier checkpoint of configs/pvt_peg/pvt-peg-tiny_8xb128_in1k.py
+        init_cfg=None))
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # PVTPEG.pegs

@@ -1,0 +1,9 @@
+# Baseline without PEG: RetinaNet + FPN, mmdet's PVT-Medium v1, 3x + multi-scale (the schedule
+# of retinanet_pvt-peg-m_fpn_ms-3x_coco.py).
+_base_ = ['retinanet_pvt-t_fpn_ms-3x_coco.py']
+
+model = dict(
+    backbone=dict(
+        num_layers=[3, 4, 18, 3],
+        init_cfg=dict(checkpoint='https://github.com/whai362/PVT/'
+                      'releases/download/v2/pvt_medium.pth')))

@@ -1,0 +1,25 @@
+# Mask R-CNN + FPN with Swin-T + PEG (+GAP-pretrained), 1x: mmdet's Swin-T Mask R-CNN recipe
+# (mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py: AdamW lr 1e-4, weight decay 0.05, no
+# decay on norms and relative position bias) with the backbone swapped. Baseline: that config.
+_base_ = ['mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py']
+
+custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposenc.SwinPEG',  # SwinPEG
+        arch='tiny',
+        out_indices=(0, 1, 2, 3),
+        drop_path_rate=0.2,
+        # an mmpretrain classifier checkpoint of configs/swin_peg/swin-peg-tiny_16xb64_in1k.py
+        init_cfg=None))
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(custom_keys={
+        # mmdet's base also names 'absolute_pos_embed', which SwinPEG does not have
+        '_delete_': True,
+        'relative_position_bias_table': dict(decay_mult=0.0),
+        'norm': dict(decay_mult=0.0),
+        'backbone.pegs': dict(decay_mult=0.0),  # SwinPEG.pegs
+    }))

@@ -1,0 +1,19 @@
+# RetinaNet + FPN with Swin-T + PEG (+GAP-pretrained), 1x: mmdet's Swin-T RetinaNet recipe
+# (mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py: stages 1-3 into FPN, SGD lr 0.01) with
+# the backbone swapped. Baseline (no PEG, relative position bias only): that mmdet config.
+_base_ = ['mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py']
+
+custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposenc.SwinPEG',  # SwinPEG
+        arch='tiny',
+        out_indices=(1, 2, 3),  # as mmdet's: FPN takes stages 1-3
+        drop_path_rate=0.2,
+        # an mmpretrain classifier checkpoint of configs/swin_peg/swin-peg-tiny_16xb64_in1k.py
+        init_cfg=None))
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # SwinPEG.pegs
