@@ -1,0 +1,110 @@
+"""tools/deployment/pytorch2onnx.py: PEG-DETR, PEG-Deformable-DETR and CPVT exported with a
+dynamic height and width run in onnxruntime like in PyTorch at several resolutions."""
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO_ROOT
+
+sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'deployment'))
+sys.path.insert(0, osp.join(REPO_ROOT, 'tests', 'test_detectors'))
+import pytorch2onnx as p2o  # noqa: E402
+import tiny_detr_cfgs  # noqa: E402
+
+pytest.importorskip('onnxruntime')
+onnx = pytest.importorskip('onnx')
+
+TINY_CPVT = dict(
+    type='ImageClassifier',
+    backbone=dict(type='mmposenc.CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
+                                                  feedforward_channels=64),
+                  peg_positions=(0, 1)),
+    neck=None,
+    head=dict(type='LinearClsHead', num_classes=5, in_channels=32))
+
+
+def _classifier(cfg):
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import MODELS
+    from mmpretrain.utils import register_all_modules
+
+    import mmposenc.models  # noqa: F401
+    register_all_modules(init_default_scope=False)
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        torch.manual_seed(0)
+        model = MODELS.build(cfg)
+    model.init_weights()
+    return model
+
+
+def _input_dims(onnx_file):
+    dims = onnx.load(onnx_file).graph.input[0].type.tensor_type.shape.dim
+    return [d.dim_param or d.dim_value for d in dims]
+
+
+@pytest.mark.parametrize('name', ['peg_detr', 'peg_deformable_detr', 'cpvt'])
+def test_onnxruntime_matches_torch_at_two_resolutions(name, tmp_path):
+    torch.manual_seed(0)
+    if name == 'peg_detr':
+        model = tiny_detr_cfgs.build(tiny_detr_cfgs.detr_cfg(type='mmposenc.PEGDETR',
+                                                             encoder_pos='peg'))
+    elif name == 'peg_deformable_detr':
+        model = tiny_detr_cfgs.build(tiny_detr_cfgs.deformable_detr_cfg(
+            type='mmposenc.PEGDeformableDETR', encoder_pos='peg'))
+    else:
+        model = _classifier(TINY_CPVT)
+    wrapper = p2o.wrap_model(model)
+    assert not model.training
+    out = str(tmp_path / f'{name}.onnx')
+    p2o.export(wrapper, out, shape=(96, 128))
+    # the image axes are symbolic in the file, not the traced 96 x 128
+    assert _input_dims(out) == [1, 3, 'height', 'width']
+    # two resolutions other than the traced one, plus the traced one
+    rows = p2o.check(wrapper, out, [(128, 96), (64, 160), (96, 128)], atol=p2o.DEFAULT_ATOL)
+    for row in rows:
+        assert row['ok'], row
+        assert all(d <= 1e-4 for d in row['max_abs_diff'].values()), row
+    if name == 'cpvt':
+        assert rows[0]['outputs'] == {'logits': (1, 5)}
+    else:
+        queries = model.num_queries
+        assert rows[0]['outputs']['bboxes'] == (1, queries, 4)
+        assert rows[0]['outputs']['cls_scores'][:2] == (1, queries)
+    # the check is not vacuous: another model's weights give different outputs
+    with torch.no_grad():
+        for p in wrapper.parameters():
+            p.add_(0.05)
+    assert not all(r['ok'] for r in p2o.check(wrapper, out, [(128, 96)]))
+
+
+def test_errors(tmp_path):
+    wrapper = p2o.wrap_model(_classifier(TINY_CPVT))
+    with pytest.raises(ValueError, match='opset 13 < 16'):
+        p2o.export(wrapper, str(tmp_path / 'x.onnx'), opset=13)
+    with pytest.raises(TypeError, match='neither a DETR-style detector'):
+        p2o.wrap_model(torch.nn.Linear(2, 2))
+    det = p2o.wrap_model(tiny_detr_cfgs.build(tiny_detr_cfgs.detr_cfg(type='mmposenc.PEGDETR')))
+    with pytest.raises(ValueError, match=r'one image \(1, 3, H, W\)'):
+        det(torch.rand(2, 3, 32, 32))
+
+
+@pytest.mark.slow  # a subprocess importing the stack (~15 s)
+def test_cli_config_and_checkpoint(tmp_path):
+    model = _classifier(TINY_CPVT)
+    ckpt = tmp_path / 'tiny.pth'
+    torch.save({'state_dict': model.state_dict()}, ckpt)
+    cfg = tmp_path / 'tiny_cpvt.py'
+    cfg.write_text(f"default_scope = 'mmpretrain'\nmodel = {TINY_CPVT!r}\n")
+    out = tmp_path / 'tiny.onnx'
+    res = subprocess.run([
+        sys.executable, osp.join(REPO_ROOT, 'tools', 'deployment', 'pytorch2onnx.py'), str(cfg),
+        '--checkpoint', str(ckpt), '--out', str(out), '--shape', '64', '96', '--check-shape',
+        '96', '64', '--check-shape', '128', '128'
+    ], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert out.exists()
+    table = [line for line in res.stdout.splitlines() if line.startswith('| ')]
+    assert len(table) == 3 and table[1].startswith('| 96 x 64 ') and table[2].endswith('yes |')
