@@ -1,4 +1,4 @@
-# Semantic FPN with CPVT-S (or CPVT-S-GAP) pretrained on ImageNet, ADE20K 512x512, 80k
+# Semantic FPN with CPVT-S-GAP (or CPVT-S) pretrained on ImageNet, ADE20K 512x512, 80k
 # iterations: mmseg's Twins-PCPVT Semantic FPN recipe (AdamW lr 1e-4, weight decay 1e-4, poly),
 # as configs/pvt_peg/fpn_pvt-peg-t_8xb4-80k_ade20k-512x512.py. The outputs of layers 2, 5, 8
 # and 11 (stride 16) are rescaled to strides 4/8/16/32 by mmposenc.SimplePyramid (mmseg's BEiT /
@@ -13,7 +13,9 @@ model = dict(
         _delete_=True,
         type='mmposenc.CPVT',  # CPVT
         arch='small',
-        peg_positions=(0, ),
+        # PEGs after layers 0-4, as CPVT-S-GAP (cpvt-small-gap_4xb256_in1k.py); for a
+        # checkpoint of cpvt-small_4xb256_in1k.py (one PEG) set peg_positions=(0, )
+        peg_positions=(0, 1, 2, 3, 4),
         out_type='featmap',
         out_indices=(2, 5, 8, 11),
         drop_path_rate=0.1,

@@ -1,4 +1,4 @@
-# Mask R-CNN + FPN with CPVT-S (or CPVT-S-GAP) pretrained on ImageNet, 1x: mmdet's recipe for
+# Mask R-CNN + FPN with CPVT-S-GAP (or CPVT-S) pretrained on ImageNet, 1x: mmdet's recipe for
 # a transformer backbone (mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py: AdamW lr 1e-4,
 # weight decay 0.05, no decay on norms). The outputs of layers 2, 5, 8 and 11 (stride 16) are
 # rescaled to strides 4/8/16/32 by mmposenc.SimplePyramid (BEiT / ViTDet style) before FPN.
@@ -12,7 +12,9 @@ model = dict(
         _delete_=True,
         type='mmposenc.CPVT',  # CPVT
         arch='small',
-        peg_positions=(0, ),
+        # PEGs after layers 0-4, as CPVT-S-GAP (cpvt-small-gap_4xb256_in1k.py); for a
+        # checkpoint of cpvt-small_4xb256_in1k.py (one PEG) set peg_positions=(0, )
+        peg_positions=(0, 1, 2, 3, 4),
         out_type='featmap',
         out_indices=(2, 5, 8, 11),
         drop_path_rate=0.1,

@@ -1,9 +1,9 @@
-# RetinaNet + FPN with CPVT-S (or CPVT-S-GAP) pretrained on ImageNet, 1x: PVT's RetinaNet recipe
+# RetinaNet + FPN with CPVT-S-GAP (or CPVT-S) pretrained on ImageNet, 1x: PVT's RetinaNet recipe
 # (mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py: AdamW lr 1e-4, weight decay 1e-4). CPVT is a
 # plain ViT with one stride-16 map per layer: the outputs of layers 5, 8 and 11 are rescaled
 # to strides 8/16/32 by mmposenc.SimplePyramid (BEiT / ViTDet style) before mmdet's FPN, which
-# adds P6/P7 as for ResNet. No class token is needed: checkpoints of cpvt-small_4xb256_in1k.py
-# (its cls_token is left unused) and of cpvt-small-gap_4xb256_in1k.py both load.
+# adds P6/P7 as for ResNet. No class token: checkpoints of cpvt-small-gap_4xb256_in1k.py load
+# as they are, those of cpvt-small_4xb256_in1k.py with peg_positions=(0, ) (cls_token unused).
 _base_ = ['mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py']
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
@@ -14,7 +14,9 @@ model = dict(
         _delete_=True,
         type='mmposenc.CPVT',  # CPVT
         arch='small',
-        peg_positions=(0, ),
+        # PEGs after layers 0-4, as CPVT-S-GAP (cpvt-small-gap_4xb256_in1k.py); for a
+        # checkpoint of cpvt-small_4xb256_in1k.py (one PEG) set peg_positions=(0, )
+        peg_positions=(0, 1, 2, 3, 4),
         out_type='featmap',
         out_indices=(5, 8, 11),
         drop_path_rate=0.1,

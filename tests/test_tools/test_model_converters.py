@@ -277,3 +277,67 @@ def test_classifier_checkpoint_loads_as_pretrained_init_cfg(tmp_path, backbone_c
     src = clf.backbone.state_dict()
     for k, v in dense.state_dict().items():
         torch.testing.assert_close(v, src[k], msg=k)
+
+
+config_utils = None
+
+
+def _config_utils():
+    global config_utils
+    if config_utils is None:
+        path = osp.join(ROOT, 'tests', 'test_configs', 'peg_config_utils.py')
+        spec = importlib.util.spec_from_file_location('peg_config_utils', path)
+        config_utils = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(config_utils)
+    return config_utils
+
+
+@pytest.mark.parametrize('classifier, dense, overrides, missing, unexpected', [
+    ('swin_peg/swin-peg-tiny_16xb64_in1k.py', 'swin_peg/mask-rcnn_swin-peg-t-p4-w7_fpn_1x_coco.py',
+     {}, {'norm0', 'norm1', 'norm2'}, set()),
+    ('swin_peg/swin-peg-tiny_16xb64_in1k.py', 'swin_peg/fpn_swin-peg-t_8xb4-80k_ade20k-512x512.py',
+     {}, {'norm0', 'norm1', 'norm2'}, set()),
+    ('cpvt/cpvt-small-gap_4xb256_in1k.py', 'cpvt/fpn_cpvt-s_8xb4-80k_ade20k-512x512.py',
+     {}, set(), set()),
+    # the one-PEG class-token CPVT-S, with the override its dense configs document
+    ('cpvt/cpvt-small_4xb256_in1k.py', 'cpvt/retinanet_cpvt-s_fpn_1x_coco.py',
+     dict(peg_positions=(0, )), set(), {'cls_token'}),
+], ids=['swin-maskrcnn', 'swin-semfpn', 'cpvt-gap-semfpn', 'cpvt-retinanet'])
+def test_shipped_classifier_checkpoint_initialises_the_shipped_dense_config(
+        tmp_path, classifier, dense, overrides, missing, unexpected):
+    """A checkpoint of our mmpretrain classifier config initialises the backbone of our
+    detector / segmentor config through ``init_cfg=dict(type='Pretrained', prefix='backbone.')``:
+    every shared weight (PEGs included) is the checkpoint's; only the dense model's extra
+    output norms are missing and only the class token is left over."""
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    utils = _config_utils()
+    dense_cfg = Config.fromfile(osp.join(ROOT, 'configs', dense))
+    dense_cfg.model.backbone.update(overrides)
+    utils.shrink_depth(dense_cfg.model.backbone)
+    clf_cfg = Config.fromfile(osp.join(ROOT, 'configs', classifier))
+    clf_cfg.model.backbone.arch = dense_cfg.model.backbone.arch  # same shrunken depth
+    if 'CPVT' in clf_cfg.model.backbone.type:
+        assert clf_cfg.model.backbone.peg_positions == dense_cfg.model.backbone.peg_positions
+
+    torch.manual_seed(2)
+    init_default_scope(clf_cfg.default_scope)
+    clf = utils.host_models(clf_cfg.default_scope).build(clf_cfg.model)
+    for p in clf.parameters():
+        p.data.normal_()
+    ckpt = tmp_path / 'classifier.pth'
+    torch.save({'state_dict': clf.state_dict(), 'meta': {}}, ckpt)
+
+    dense_cfg.model.backbone.init_cfg = dict(
+        type='Pretrained', checkpoint=str(ckpt), prefix='backbone.')
+    init_default_scope(dense_cfg.default_scope)
+    model = utils.host_models(dense_cfg.default_scope).build(dense_cfg.model)
+    model.init_weights()
+
+    src, dst = clf.backbone.state_dict(), model.backbone.state_dict()
+    assert {k.split('.')[0] for k in set(dst) - set(src)} == missing
+    assert set(src) - set(dst) == unexpected
+    shared = sorted(set(src) & set(dst))
+    assert any(k.startswith('pegs.') for k in shared)
+    for k in shared:
+        torch.testing.assert_close(dst[k], src[k], msg=k)
