@@ -7,10 +7,17 @@ makes the result of every valid token independent of the padding of its batch:
 
 - padded tokens are zeroed before the convolution, so a valid token at the border of its image
   sees exactly the zero padding it would see if the image were alone;
-- BatchNorm statistics (training) are computed over valid tokens only
-  (:func:`masked_batch_norm`), running statistics are updated from those;
+- BatchNorm statistics (training) are computed over valid tokens only, running statistics are
+  updated from those: the convolution outputs of the valid tokens are gathered and the
+  BatchNorm module normalises them as (n, C) rows (:func:`batch_norm_rows`;
+  :func:`masked_batch_norm` does the same for an NCHW map and a mask);
 - padded tokens are returned unchanged and nothing computed at a padded position reaches the
-  output, so no gradient flows into the projection from padded tokens.
+  output (the valid rows are added back with one ``index_add``), so no gradient flows into the
+  projection from padded tokens.
+
+The tokens are viewed as a channels-last map (no transposes), all levels of Deformable-DETR
+share one gather and one scatter (:func:`add_level_pegs`), and a batch without padding takes a
+path with no mask work at all (also the path traced for ONNX export).
 
 :class:`MultiLevelMaskedPEG` applies the same to the concatenated multi-level tokens of
 Deformable-DETR. This module is pure torch + mmcv/mmengine (no mmdet import).
@@ -123,6 +130,80 @@ def _check_tokens(x: Tensor, hw_shape: Sequence[int], embed_dims: int) -> Tuple[
     return h, w
 
 
+def batch_norm_rows(rows: Tensor, bn: _BatchNorm) -> Tensor:
+    """``bn`` on (n, C) rows, each row one position of the batch.
+
+    The BatchNorm module itself computes the statistics and updates its running statistics
+    (``momentum``, cumulative average when it is None, ``num_batches_tracked``), so normalising
+    the gathered valid tokens of a padded batch is exactly a BatchNorm over the valid tokens.
+    """
+    n, c = rows.shape
+    if isinstance(bn, nn.BatchNorm2d):
+        return bn(rows.view(n, c, 1, 1)).view(n, c)
+    if isinstance(bn, nn.BatchNorm3d):
+        return bn(rows.view(n, c, 1, 1, 1)).view(n, c)
+    return bn(rows)  # BatchNorm1d, SyncBatchNorm
+
+
+def add_level_pegs(x: Tensor, shapes: Sequence[Tuple[int, int]],
+                   key_padding_mask: Optional[Tensor], pegs: Sequence['MaskedPEG'],
+                   shared_norm: bool) -> Tensor:
+    """``x`` plus the masked PEG term of every level, computed on valid tokens only.
+
+    Per level: depthwise conv of the zero-padded grid (:meth:`MaskedPEG.conv_rows`), the rows
+    of the valid tokens gathered, BatchNorm + activation on them (per level, or once over all
+    levels when ``shared_norm``), and one ``index_add`` of all of them into ``x``: padded tokens
+    are returned bit for bit and nothing computed at a padded position reaches the output.
+
+    Args:
+        x (Tensor): Tokens (bs, sum_l h_l*w_l, C), levels concatenated in ``shapes`` order.
+        shapes (Sequence[tuple]): (h_l, w_l) of each level.
+        key_padding_mask (Tensor, optional): Bool (bs, num_tokens), True = padded; None for
+            no padding.
+        pegs (Sequence[MaskedPEG]): The PEG of each level (the same one repeated for shared
+            weights).
+        shared_norm (bool): One BatchNorm (of ``pegs[0]``) over the valid tokens of all levels.
+
+    Returns:
+        Tensor: Tokens of the shape of ``x``.
+    """
+    bs, num_tokens, channels = x.shape
+    sizes = [h * w for h, w in shapes]
+    # split, not slicing: the backward of split is one cat, that of a slice a full-size zero
+    # tensor per level
+    xs = x.split(sizes, dim=1) if len(sizes) > 1 else [x]
+    if key_padding_mask is None:
+        # nothing padded: every row is valid, no gather / scatter (and traceable for export)
+        ys = []
+        for peg, hw, xl in zip(pegs, shapes, xs):
+            rows = peg.conv_rows(xl, hw)
+            if not shared_norm:
+                rows = peg.norm_act_rows(rows)
+            ys.append(rows.view(bs, -1, channels))
+        y = torch.cat(ys, 1) if len(ys) > 1 else ys[0]
+        if shared_norm:
+            y = pegs[0].norm_act_rows(y.reshape(bs * num_tokens, channels)).view_as(x)
+        return x + y.to(x.dtype)
+    masks = key_padding_mask.split(sizes, dim=1) if len(sizes) > 1 else [key_padding_mask]
+    values, dest = [], []
+    start = 0
+    for peg, hw, xl, ml, size in zip(pegs, shapes, xs, masks, sizes):
+        rows = peg.conv_rows(xl, hw, ml)
+        b, t = (~ml).nonzero(as_tuple=True)
+        rows = rows.index_select(0, b * size + t)
+        if not shared_norm:
+            rows = peg.norm_act_rows(rows)
+        values.append(rows)
+        dest.append(b * num_tokens + (t + start))
+        start += size
+    values = torch.cat(values) if len(values) > 1 else values[0]
+    if shared_norm:
+        values = pegs[0].norm_act_rows(values)
+    dest = torch.cat(dest) if len(dest) > 1 else dest[0]
+    out = x.reshape(bs * num_tokens, channels).index_add(0, dest, values.to(x.dtype))
+    return out.view_as(x)
+
+
 @MODELS.register_module()
 class MaskedPEG(BaseModule):
     """Position Encoding Generator that respects a DETR padding mask.
@@ -182,33 +263,41 @@ class MaskedPEG(BaseModule):
                                  f'BatchNorm, got {type(self.norm).__name__}')
         self.act = build_activation_layer(act_cfg) if act_cfg is not None else None
 
-    def project(self, x: Tensor, hw_shape: Sequence[int],
-                key_padding_mask: Optional[Tensor] = None) -> Tensor:
+    def conv_rows(self, x: Tensor, hw_shape: Sequence[int],
+                  padding_mask: Optional[Tensor] = None) -> Tensor:
         """The positional term before normalisation: depthwise conv of the zero-padded grid.
 
+        The tokens are viewed as a channels-last (bs, C, h, w) map, so neither the input nor
+        the output is transposed in memory.
+
         Args:
-            x (Tensor): Tokens (bs, h*w, C).
+            x (Tensor): Tokens (bs, h*w, C); may be a slice along the token axis.
             hw_shape (Sequence[int]): (h, w) of the token grid.
-            key_padding_mask (Tensor, optional): Bool (bs, h*w) or (bs, h, w), True = padded.
+            padding_mask (Tensor, optional): Bool (bs, h*w), True = padded (zeroed first).
 
         Returns:
-            Tensor: Convolution output (bs, C, h, w); values at padded positions unspecified.
+            Tensor: Convolution output as (bs*h*w, C) rows, row ``b*h*w + t`` for token ``t`` of
+            image ``b``; values at padded tokens unspecified.
         """
-        h, w = _check_tokens(x, hw_shape, self.embed_dims)
-        bs = x.shape[0]
-        feat = x.transpose(1, 2).reshape(bs, self.embed_dims, h, w)
-        if key_padding_mask is not None:
-            mask = _check_padding_mask(key_padding_mask, bs, h * w, (h, w))
-            feat = feat.masked_fill(mask.view(bs, 1, h, w), 0.)
-        return self.proj(feat)
+        if padding_mask is not None:
+            x = x.masked_fill(padding_mask.unsqueeze(-1), 0.)
+        feat = x.reshape(x.shape[0], hw_shape[0], hw_shape[1], self.embed_dims)
+        y = self.proj(feat.permute(0, 3, 1, 2))
+        return y.permute(0, 2, 3, 1).reshape(-1, self.embed_dims)
 
-    def finish(self, y: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
-        """Masked BatchNorm and activation of a (bs, C, *) projection."""
+    def norm_act_rows(self, rows: Tensor) -> Tensor:
+        """BatchNorm (batch statistics = these rows in training) and activation of (n, C)
+        rows, the projections of the valid tokens only."""
         if self.norm is not None:
-            y = masked_batch_norm(y, padding_mask, self.norm)
+            use_batch_stats = (self.norm.training or not self.norm.track_running_stats
+                               or self.norm.running_mean is None)
+            if use_batch_stats and rows.shape[0] < 2:
+                raise ValueError('masked_batch_norm needs at least 2 valid positions per '
+                                 f'channel in training, got {rows.shape[0]}')
+            rows = batch_norm_rows(rows, self.norm)
         if self.act is not None:
-            y = self.act(y)
-        return y
+            rows = self.act(rows)
+        return rows
 
     def forward(self, x: Tensor, hw_shape: Sequence[int],
                 key_padding_mask: Optional[Tensor] = None) -> Tensor:
@@ -223,13 +312,10 @@ class MaskedPEG(BaseModule):
         Returns:
             Tensor: Tokens of shape (bs, h*w, C); padded tokens equal their input.
         """
-        y = self.project(x, hw_shape, key_padding_mask)
-        bs, c, h, w = y.shape
-        if key_padding_mask is None:
-            return x + self.finish(y, None).flatten(2).transpose(1, 2)
-        mask = _check_padding_mask(key_padding_mask, bs, h * w, (h, w))
-        y = self.finish(y, mask.view(bs, 1, h, w)).flatten(2).transpose(1, 2)
-        return x + y.masked_fill(mask.unsqueeze(-1), 0.)
+        h, w = _check_tokens(x, hw_shape, self.embed_dims)
+        if key_padding_mask is not None:
+            key_padding_mask = _check_padding_mask(key_padding_mask, x.shape[0], h * w, (h, w))
+        return add_level_pegs(x, [(h, w)], key_padding_mask, [self], shared_norm=False)
 
     def extra_repr(self) -> str:
         return f'embed_dims={self.embed_dims}, kernel_size={self.kernel_size}'
@@ -327,24 +413,8 @@ class MultiLevelMaskedPEG(BaseModule):
                 raise ValueError(f'key_padding_mask of shape {tuple(key_padding_mask.shape)} '
                                  f'does not match the tokens: expected {(bs, x.shape[1])}')
             key_padding_mask = key_padding_mask.bool()
-        xs = x.split(sizes, dim=1)
-        masks = (key_padding_mask.split(sizes, dim=1)
-                 if key_padding_mask is not None else [None] * len(shapes))
-        if not self.share_weights:
-            return torch.cat([
-                peg(xl, hw, ml) for peg, xl, hw, ml in zip(self.pegs, xs, shapes, masks)
-            ], dim=1)
-        # shared PEG: one BatchNorm over the valid tokens of all levels together
-        peg = self.pegs[0]
-        # (bs, C, sum_l h_l*w_l, 1): a 4D layout that BatchNorm2d accepts
-        y = torch.cat([peg.project(xl, hw, ml).flatten(2)
-                       for xl, hw, ml in zip(xs, shapes, masks)], dim=2).unsqueeze(-1)
-        mask4d = (key_padding_mask[:, None, :, None]
-                  if key_padding_mask is not None else None)
-        y = peg.finish(y, mask4d).squeeze(-1).transpose(1, 2)
-        if key_padding_mask is not None:
-            y = y.masked_fill(key_padding_mask.unsqueeze(-1), 0.)
-        return x + y
+        pegs = [self.pegs[0]] * len(shapes) if self.share_weights else list(self.pegs)
+        return add_level_pegs(x, shapes, key_padding_mask, pegs, shared_norm=self.share_weights)
 
     def extra_repr(self) -> str:
         return (f'embed_dims={self.embed_dims}, num_levels={self.num_levels}, '
