@@ -4,7 +4,8 @@ import copy
 
 import pytest
 import torch
-from tiny_detr_cfgs import build, deformable_detr_cfg, packed_inputs
+from tiny_detr_cfgs import (build, deformable_detr_cfg, packed_inputs, randomise_pegs,
+                            samples_on_grid)
 
 pytest.importorskip('mmdet')
 
@@ -62,9 +63,11 @@ def test_sine_is_bit_identical_to_mmdet(variant, shapes):
 
 @pytest.mark.parametrize('variant,encoder_pos,shapes', [
     ('plain', 'peg', SHAPES), ('plain', 'peg', SAME), ('refine', 'sine+peg', SHAPES),
-    ('two-stage', 'peg', SHAPES), ('two-stage', 'none', SAME)
+    ('two-stage', 'peg', SHAPES), ('two-stage', 'none', SAME), ('refine', 'cape', SHAPES),
+    ('plain', 'cape', SAME), ('two-stage', 'cape+peg', SHAPES)
 ], ids=['plain-peg-padded', 'plain-peg-no-mask', 'refine-sine+peg-padded',
-        'two-stage-peg-padded', 'two-stage-none-no-mask'])
+        'two-stage-peg-padded', 'two-stage-none-no-mask', 'refine-cape-padded',
+        'plain-cape-no-mask', 'two-stage-cape+peg-padded'])
 def test_modes_loss_predict_tensor(variant, encoder_pos, shapes):
     torch.manual_seed(1)
     model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR',
@@ -76,6 +79,44 @@ def test_modes_loss_predict_tensor(variant, encoder_pos, shapes):
     for name, p in model.named_parameters():
         if p.requires_grad and not name.startswith('backbone'):
             assert p.grad is not None, name
+
+
+@pytest.mark.parametrize('encoder_pos', ['sine', 'peg', 'cape', 'cape+peg'])
+def test_encoder_output_is_padding_invariant(encoder_pos):
+    """Whole encoder (positions, deformable attention, PEGs) on the valid tokens of each level
+    of a padded batch = the same image alone (no mask), for random sizes; two levels."""
+    torch.manual_seed(1)
+    model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR',
+                                      encoder_pos=encoder_pos, peg_after=(-1, 0)))
+    randomise_pegs(model).eval()
+    gen = torch.Generator().manual_seed(2)
+    # mmdet initialises the offset and attention-weight projections to zero weights: the
+    # positions would not reach the output at all
+    for layer in model.encoder.layers:
+        layer.self_attn.sampling_offsets.weight.data.normal_(0, 0.5, generator=gen)
+        layer.self_attn.attention_weights.weight.data.normal_(0, 0.5, generator=gen)
+    worst = 0.
+    for _ in range(6):
+        bs = int(torch.randint(1, 4, (1, ), generator=gen))
+        sizes = [tuple(int(v) for v in torch.randint(1, 6, (2, ), generator=gen))
+                 for _ in range(bs)]
+        H, W = max(h for h, _ in sizes), max(w for _, w in sizes)
+        # levels of stride 16 and 32: (2H, 2W) and (H, W) cells
+        feats = (torch.randn(bs, 32, 2 * H, 2 * W, generator=gen),
+                 torch.randn(bs, 32, H, W, generator=gen))
+        with torch.no_grad():
+            enc, _ = model.pre_transformer(feats, samples_on_grid(sizes, (H, W)))
+            memory = model.forward_encoder(**enc)['memory'].split([4 * H * W, H * W], 1)
+            for i, (h, w) in enumerate(sizes):
+                crops = tuple(f[i:i + 1, :, :s * h, :s * w].contiguous()
+                              for f, s in zip(feats, (2, 1)))
+                enc1, _ = model.pre_transformer(crops, samples_on_grid([(h, w)], (h, w)))
+                assert enc1['feat_mask'] is None
+                alone = model.forward_encoder(**enc1)['memory'].split([4 * h * w, h * w], 1)
+                for s, m, a in zip((2, 1), memory, alone):
+                    got = m[i].view(s * H, s * W, -1)[:s * h, :s * w]
+                    worst = max(worst, (got - a[0].view(s * h, s * w, -1)).abs().max().item())
+    assert worst <= 1e-5
 
 
 def test_no_mask_path_passes_none_to_the_pegs(monkeypatch):

@@ -1,29 +1,15 @@
-"""PEGDETR: 'sine' = stock mmdet bit for bit; encoder padding invariance; modes; losses."""
+"""PEGDETR: 'sine' = stock mmdet bit for bit; encoder padding invariance (every encoder_pos);
+modes; losses."""
 import copy
 
 import pytest
 import torch
-import torch.nn as nn
-from tiny_detr_cfgs import build, detr_cfg, packed_inputs
+from tiny_detr_cfgs import build, detr_cfg, packed_inputs, randomise_pegs, samples_on_grid
 
 pytest.importorskip('mmdet')
 
-ENCODER_POS = ('sine', 'peg', 'sine+peg', 'none')
+ENCODER_POS = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none')
 SHAPES = [(3, 96, 80), (3, 64, 112)]
-
-
-def randomise_pegs(model, seed=0):
-    """Non-trivial PEG weights and BN running statistics (eval mode then tests something)."""
-    gen = torch.Generator().manual_seed(seed)
-    for m in model.encoder.pegs.modules():
-        if isinstance(m, nn.Conv2d):
-            m.weight.data.normal_(0, 0.5, generator=gen)
-        if isinstance(m, nn.BatchNorm2d):
-            m.weight.data.uniform_(0.5, 1.5, generator=gen)
-            m.bias.data.normal_(0, 0.5, generator=gen)
-            m.running_mean.normal_(0, 0.5, generator=gen)
-            m.running_var.uniform_(0.5, 2.0, generator=gen)
-    return model
 
 
 def run_modes(model, shapes, seed=0, num_items=None):
@@ -60,22 +46,10 @@ def test_sine_is_bit_identical_to_mmdet(shapes):
         assert torch.equal(a.pred_instances.scores, b.pred_instances.scores)
 
 
-def _samples(img_shapes, batch_shape, stride=32):
-    from mmdet.structures import DetDataSample
-    samples = []
-    for h, w in img_shapes:
-        s = DetDataSample()
-        s.set_metainfo(dict(img_shape=(h * stride, w * stride),
-                            batch_input_shape=(batch_shape[0] * stride,
-                                               batch_shape[1] * stride)))
-        samples.append(s)
-    return samples
-
-
 @pytest.mark.parametrize('encoder_pos', ENCODER_POS)
 def test_encoder_output_is_padding_invariant(encoder_pos):
-    """Whole encoder (sine PE, masked attention, masked PEG) on valid tokens of a padded batch
-    = the same image alone, unpadded, for many random sizes."""
+    """Whole encoder (sine / CAPE PE, masked attention, masked PEG) on valid tokens of a padded
+    batch = the same image alone, unpadded, for many random sizes."""
     torch.manual_seed(1)
     model = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos=encoder_pos,
                            peg_after=(-1, 0, 1)))
@@ -89,11 +63,11 @@ def test_encoder_output_is_padding_invariant(encoder_pos):
         H, W = max(h for h, _ in sizes), max(w for _, w in sizes)
         feat = torch.randn(bs, 32, H, W, generator=gen)
         with torch.no_grad():
-            enc, _ = model.pre_transformer((feat, ), _samples(sizes, (H, W)))
+            enc, _ = model.pre_transformer((feat, ), samples_on_grid(sizes, (H, W)))
             memory = model.forward_encoder(**enc)['memory'].view(bs, H, W, -1)
             for i, (h, w) in enumerate(sizes):
                 enc1, _ = model.pre_transformer((feat[i:i + 1, :, :h, :w].contiguous(), ),
-                                                _samples([(h, w)], (h, w)))
+                                                samples_on_grid([(h, w)], (h, w)))
                 alone = model.forward_encoder(**enc1)['memory'].view(1, h, w, -1)
                 worst = max(worst, (memory[i, :h, :w] - alone[0]).abs().max().item())
     assert worst <= 1e-5
@@ -101,7 +75,8 @@ def test_encoder_output_is_padding_invariant(encoder_pos):
 
 @pytest.mark.parametrize('encoder_pos,decoder_pos', [('sine', 'sine'), ('peg', 'sine'),
                                                      ('sine+peg', 'none'), ('none', 'sine'),
-                                                     ('peg', 'none')])
+                                                     ('peg', 'none'), ('cape', 'sine'),
+                                                     ('cape+peg', 'none')])
 def test_modes_loss_predict_tensor(encoder_pos, decoder_pos):
     torch.manual_seed(3)
     model = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos=encoder_pos,

@@ -161,3 +161,31 @@ def packed_inputs(shapes, num_items=None, seed=0):
     from mmdet.testing import demo_mm_inputs
     torch.manual_seed(seed)
     return demo_mm_inputs(len(shapes), image_shapes=shapes, num_items=num_items, num_classes=3)
+
+
+def randomise_pegs(model, seed=0):
+    """Non-trivial PEG weights and BN running statistics (eval mode then tests something)."""
+    gen = torch.Generator().manual_seed(seed)
+    for m in model.encoder.pegs.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            m.weight.data.normal_(0, 0.5, generator=gen)
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.weight.data.uniform_(0.5, 1.5, generator=gen)
+            m.bias.data.normal_(0, 0.5, generator=gen)
+            m.running_mean.normal_(0, 0.5, generator=gen)
+            m.running_var.uniform_(0.5, 2.0, generator=gen)
+    return model
+
+
+def samples_on_grid(img_shapes, batch_shape, stride=32):
+    """Data samples of images of ``img_shapes`` (h, w) feature cells of ``stride`` pixels, padded
+    to ``batch_shape`` cells: ``pre_transformer`` then builds the masks of that padding."""
+    from mmdet.structures import DetDataSample
+    samples = []
+    for h, w in img_shapes:
+        s = DetDataSample()
+        s.set_metainfo(dict(img_shape=(h * stride, w * stride),
+                            batch_input_shape=(batch_shape[0] * stride,
+                                               batch_shape[1] * stride)))
+        samples.append(s)
+    return samples

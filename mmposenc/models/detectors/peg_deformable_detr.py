@@ -8,6 +8,11 @@ padding mask) after chosen layers. With ``encoder_pos='sine'`` it is numerically
 mmdet's model. ``with_box_refine``, ``as_two_stage`` and the no-mask path (all images of the
 batch the same size, as in ONNX export) work as in mmdet.
 
+``encoder_pos='cape'`` uses a :class:`~mmposenc.models.layers.CAPE2d` per level instead of the
+sine encoding: each level's grid with its own padding mask, the positions of each image's
+valid region scaled to ``[-1, 1]`` (so the levels share one coordinate frame), plus the level
+embedding as with the sine encoding.
+
 The deformable decoder's cross-attention uses no memory position embedding (it samples the
 memory around reference points), so unlike :class:`~mmposenc.models.detectors.PEGDETR` there is
 no ``decoder_pos`` switch: the encoder position encoding is the only one that changes.
@@ -91,18 +96,23 @@ class PEGDeformableDETR(EncoderPosMixin, DeformableDETR):
             - ``'sine'``: sine encoding + level embedding (stock, identical to mmdet);
             - ``'peg'``: no sine encoding; multi-level masked PEGs at ``peg_after``;
             - ``'sine+peg'``: both;
+            - ``'cape'``: :class:`~mmposenc.models.layers.CAPE2d` per level (own grid, own
+              mask) + level embedding instead of sine + level embedding;
+            - ``'cape+peg'``: CAPE and multi-level masked PEGs;
             - ``'none'``: no sine encoding and no PEG.
 
             Defaults to ``'peg'``.
-        level_embed (bool): Without sine (``'peg'``, ``'none'``), still add the learnt level
-            embedding as ``query_pos`` (it tells levels apart; it carries no spatial
-            position). When False the ``level_embed`` parameter stays (for checkpoint
+        level_embed (bool): Without sine (``'peg'``, ``'cape'``, ``'none'``, ...), still add
+            the learnt level embedding to ``query_pos`` (it tells levels apart; it carries no
+            spatial position). When False the ``level_embed`` parameter stays (for checkpoint
             compatibility) but is unused. Defaults to True.
         peg_after (Sequence[int]): ``i`` = a PEG after encoder layer ``i``, ``-1`` = before
             the first layer. Defaults to ``(0, )`` (CPVT).
         peg_cfg (dict): Config of each PEG; ``share_weights=True`` shares one PEG across the
             levels. Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
             share_weights=False)``.
+        cape_cfg (dict): Config of the encoder's CAPE for ``'cape'`` / ``'cape+peg'``
+            (``embed_dims`` filled in). Defaults to ``dict(type='mmposenc.CAPE2d')``.
         *args, **kwargs: Those of :class:`mmdet.models.DeformableDETR` (``with_box_refine``,
             ``as_two_stage``, ``num_feature_levels``, ...).
 
@@ -118,8 +128,10 @@ class PEGDeformableDETR(EncoderPosMixin, DeformableDETR):
                  peg_after: Sequence[int] = (0, ),
                  peg_cfg: dict = dict(
                      type='mmposenc.MultiLevelMaskedPEG', kernel_size=3, share_weights=False),
+                 cape_cfg: Optional[dict] = dict(type='mmposenc.CAPE2d'),
                  **kwargs) -> None:
         self.encoder_pos = check_encoder_pos(encoder_pos)
+        self.cape_cfg = cape_cfg
         self.use_level_embed = level_embed
         self.peg_cfg = peg_cfg
         self.peg_after_cfg = peg_after
@@ -134,6 +146,7 @@ class PEGDeformableDETR(EncoderPosMixin, DeformableDETR):
             num_levels=self.num_feature_levels)
         self.decoder = DeformableDetrTransformerDecoder(**self.decoder)
         self.embed_dims = self.encoder.embed_dims
+        self.cape = self._build_cape(self.embed_dims)
         if not self.as_two_stage:
             self.query_embedding = nn.Embedding(self.num_queries, self.embed_dims * 2)
         num_feats = self.positional_encoding.num_feats
@@ -162,7 +175,8 @@ class PEGDeformableDETR(EncoderPosMixin, DeformableDETR):
                         mlvl_feats: Tuple[Tensor],
                         batch_data_samples: OptSampleList = None) -> Tuple[Dict, Dict]:
         """As :meth:`DeformableDETR.pre_transformer`; without sine the encoder positions are
-        the level embeddings (``level_embed=True``) or None, and no sine is computed."""
+        the per-level CAPE (with CAPE) plus the level embeddings (``level_embed=True``), or
+        None, and no sine is computed."""
         if self.encoder_uses_sine:
             return super().pre_transformer(mlvl_feats, batch_data_samples)
         assert batch_data_samples is not None
@@ -184,14 +198,18 @@ class PEGDeformableDETR(EncoderPosMixin, DeformableDETR):
         for lvl, (feat, mask) in enumerate(zip(mlvl_feats, mlvl_masks)):
             _, c, h, w = feat.shape
             feat_flatten.append(feat.view(batch_size, c, -1).permute(0, 2, 1))
-            if self.use_level_embed:
-                lvl_pos_flatten.append(
-                    self.level_embed[lvl].view(1, 1, -1).to(feat.dtype).expand(
-                        batch_size, h * w, -1))
             mask_flatten.append(mask.flatten(1) if mask is not None else None)
+            lvl_pos = None
+            if self.use_level_embed:
+                lvl_pos = self.level_embed[lvl].view(1, 1, -1).to(feat.dtype).expand(
+                    batch_size, h * w, -1)
+            if self.encoder_uses_cape:
+                cape = self._cape_pos(feat, mask_flatten[-1])
+                lvl_pos = cape if lvl_pos is None else cape + lvl_pos
+            lvl_pos_flatten.append(lvl_pos)
             spatial_shapes.append(torch._shape_as_tensor(feat)[2:])  # traceable (ONNX)
         feat_flatten = torch.cat(feat_flatten, 1)
-        feat_pos = torch.cat(lvl_pos_flatten, 1) if self.use_level_embed else None
+        feat_pos = torch.cat(lvl_pos_flatten, 1) if lvl_pos_flatten[0] is not None else None
         mask_flatten = torch.cat(mask_flatten, 1) if mlvl_masks[0] is not None else None
         spatial_shapes = torch.stack(spatial_shapes).to(feat_flatten.device)
         level_start_index = torch.cat((spatial_shapes.new_zeros(

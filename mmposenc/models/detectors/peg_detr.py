@@ -1,4 +1,4 @@
-"""DETR whose encoder position encoding is chosen by config: sine, PEG, both or none.
+"""DETR whose encoder position encoding is chosen by config: sine, PEG, CAPE, combinations, none.
 
 CPVT (`Conditional Positional Encodings for Vision Transformers
 <https://arxiv.org/abs/2102.10882>`_, Table 4) removes DETR's 2D sine encoding from the
@@ -9,6 +9,13 @@ every encoder layer, so :class:`PEGDETR` subclasses it and overrides ``_init_lay
 :class:`PEGDetrTransformerEncoder`, which applies a :class:`~mmposenc.models.layers.MaskedPEG`
 after chosen layers. With ``encoder_pos='sine'`` the model computes exactly what mmdet's DETR
 computes (same state-dict keys, bit-identical outputs).
+
+``encoder_pos='cape'`` replaces the sine encoding of the encoder by a
+:class:`~mmposenc.models.layers.CAPE2d` (`CAPE <https://arxiv.org/abs/2106.03143>`_; the paper
+did not do detection): the positions of each image's valid region are scaled to ``[-1, 1]``,
+mean-normalised over the valid tokens and, in training only, randomly shifted and scaled;
+padded tokens get no embedding. It is added to the queries and keys exactly where the sine
+encoding was. CAPE has no parameters, so the state dict is that of the stock model.
 """
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -24,7 +31,7 @@ from torch import Tensor, nn
 from mmposenc.registry import MODELS
 
 #: Position encodings the encoder can use (see :class:`PEGDETR`).
-ENCODER_POS_TYPES = ('sine', 'peg', 'sine+peg', 'none')
+ENCODER_POS_TYPES = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none')
 #: Memory positions the DETR decoder's cross-attention can use.
 DECODER_POS_TYPES = ('sine', 'none')
 
@@ -64,9 +71,10 @@ def build_pegs(peg_cfg: Optional[dict], peg_after: Tuple[int, ...], **defaults) 
 
 class EncoderPosMixin:
     """What ``encoder_pos`` (one of :data:`ENCODER_POS_TYPES`) switches on, for both
-    detectors."""
+    detectors, and the CAPE of the encoder (``self.cape``, None unless used)."""
 
     encoder_pos: str
+    cape_cfg: Optional[dict]
 
     @property
     def encoder_uses_sine(self) -> bool:
@@ -74,7 +82,28 @@ class EncoderPosMixin:
 
     @property
     def encoder_uses_peg(self) -> bool:
-        return self.encoder_pos in ('peg', 'sine+peg')
+        return self.encoder_pos in ('peg', 'sine+peg', 'cape+peg')
+
+    @property
+    def encoder_uses_cape(self) -> bool:
+        return self.encoder_pos in ('cape', 'cape+peg')
+
+    def _build_cape(self, embed_dims: int) -> Optional[nn.Module]:
+        """The encoder's CAPE (``cape_cfg``, ``embed_dims`` filled in), None without CAPE."""
+        if not self.encoder_uses_cape:
+            return None
+        if not isinstance(self.cape_cfg, dict):
+            raise ValueError(f'encoder_pos={self.encoder_pos!r} needs a cape_cfg dict, got '
+                             f'{self.cape_cfg!r}')
+        cfg = dict(self.cape_cfg)
+        cfg.setdefault('embed_dims', embed_dims)
+        return MODELS.build(cfg)
+
+    def _cape_pos(self, feat: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        """CAPE of the (bs, C, h, w) map ``feat``'s grid as (bs, h*w, C) in ``feat``'s dtype;
+        ``padding_mask`` (bs, h*w) or None. Zero at padded tokens."""
+        return self.cape(
+            feat.shape[-2:], batch_size=feat.shape[0], padding_mask=padding_mask).to(feat.dtype)
 
 
 class PEGDetrTransformerEncoder(DetrTransformerEncoder):
@@ -140,6 +169,9 @@ class PEGDETR(EncoderPosMixin, DETR):
               numerically identical to :class:`mmdet.models.DETR`);
             - ``'peg'``: no sine encoding in the encoder; masked PEGs at ``peg_after``;
             - ``'sine+peg'``: both;
+            - ``'cape'``: :class:`~mmposenc.models.layers.CAPE2d` instead of the sine encoding
+              (per-image valid extent, augmented in training only);
+            - ``'cape+peg'``: CAPE and masked PEGs;
             - ``'none'``: no position information in the encoder at all.
 
             Defaults to ``'peg'``.
@@ -150,6 +182,9 @@ class PEGDETR(EncoderPosMixin, DETR):
             encoder layer ``i``, ``-1`` = before the first layer. Defaults to ``(0, )``.
         peg_cfg (dict): Config of each PEG. Defaults to
             ``dict(type='mmposenc.MaskedPEG', kernel_size=3)``.
+        cape_cfg (dict): Config of the encoder's CAPE for ``'cape'`` / ``'cape+peg'``
+            (``embed_dims`` filled in). Defaults to ``dict(type='mmposenc.CAPE2d')`` (global
+            shift 0.5, local shift 1/N, global scaling 1.4: the paper's ViT setting).
         *args, **kwargs: Those of :class:`mmdet.models.DETR`.
 
     Examples:
@@ -163,8 +198,10 @@ class PEGDETR(EncoderPosMixin, DETR):
                  decoder_pos: str = 'sine',
                  peg_after: Sequence[int] = (0, ),
                  peg_cfg: dict = dict(type='mmposenc.MaskedPEG', kernel_size=3),
+                 cape_cfg: Optional[dict] = dict(type='mmposenc.CAPE2d'),
                  **kwargs) -> None:
         self.encoder_pos = check_encoder_pos(encoder_pos)
+        self.cape_cfg = cape_cfg
         if decoder_pos not in DECODER_POS_TYPES:
             raise ValueError(f'decoder_pos must be one of {DECODER_POS_TYPES}, got '
                              f'{decoder_pos!r}')
@@ -181,6 +218,7 @@ class PEGDETR(EncoderPosMixin, DETR):
             **self.encoder, peg_after=peg_after, peg_cfg=self.peg_cfg)
         self.decoder = DetrTransformerDecoder(**self.decoder)
         self.embed_dims = self.encoder.embed_dims
+        self.cape = self._build_cape(self.embed_dims)
         self.query_embedding = nn.Embedding(self.num_queries, self.embed_dims)
         num_feats = self.positional_encoding.num_feats
         assert num_feats * 2 == self.embed_dims, \
@@ -217,7 +255,8 @@ class PEGDETR(EncoderPosMixin, DETR):
                         batch_data_samples: OptSampleList = None) -> Tuple[Dict, Dict]:
         """As :meth:`DETR.pre_transformer`, plus ``hw_shape``; positions per config.
 
-        The sine encoding is computed only when the encoder or the decoder uses it.
+        The sine encoding is computed only when the encoder or the decoder uses it; with CAPE
+        the encoder positions are the CAPE of each image's valid region.
         """
         feat = img_feats[-1]
         if self.encoder_uses_sine or self.decoder_pos == 'sine':
@@ -232,7 +271,10 @@ class PEGDETR(EncoderPosMixin, DETR):
             flat = feat.view(batch_size, feat_dim, -1).permute(0, 2, 1)
             encoder_inputs_dict = dict(feat=flat, feat_mask=masks, feat_pos=None)
             decoder_inputs_dict = dict(memory_mask=masks, memory_pos=None)
-        if not self.encoder_uses_sine:
+        if self.encoder_uses_cape:
+            encoder_inputs_dict['feat_pos'] = self._cape_pos(feat,
+                                                             encoder_inputs_dict['feat_mask'])
+        elif not self.encoder_uses_sine:
             encoder_inputs_dict['feat_pos'] = None
         if self.decoder_pos == 'none':
             decoder_inputs_dict['memory_pos'] = None
