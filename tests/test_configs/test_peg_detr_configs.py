@@ -1,5 +1,6 @@
 """configs/peg_detr and configs/peg_deformable_detr: the CPVT setting, the encoder PE each
-file name promises, paramwise keys that match real parameters, a README row per config."""
+file name promises (sine, none, PEG, CAPE), paramwise keys that match real parameters, a README
+row per config."""
 import glob
 import os.path as osp
 
@@ -8,7 +9,7 @@ import pytest
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'peg_detr', '*_coco.py')) +
                       glob.glob(osp.join(REPO, 'configs', 'peg_deformable_detr', '*_coco.py')))
-EXPECTED_POS = {'sine': 'sine', 'nope': 'none', 'peg': 'peg'}
+EXPECTED_POS = {'sine': 'sine', 'nope': 'none', 'peg': 'peg', 'cape': 'cape'}
 
 
 def _load(path):
@@ -18,11 +19,13 @@ def _load(path):
 
 def test_all_variants_exist():
     names = {osp.basename(p) for p in COCO_CONFIGS}
-    assert len(names) == 3 + 9
+    assert len(names) == 4 + 10
     for pe in EXPECTED_POS:
         assert f'detr-{pe}_r50_16xb2-50e_coco.py' in names
-        for variant in ('r50', 'r50-ss', 'r50-dc5-ss'):
-            assert f'deformable-detr-{pe}_{variant}_16xb2-50e_coco.py' in names
+        assert f'deformable-detr-{pe}_r50_16xb2-50e_coco.py' in names
+        if pe != 'cape':  # CPVT's single-scale ablations: sine / none / PEG only
+            for variant in ('r50-ss', 'r50-dc5-ss'):
+                assert f'deformable-detr-{pe}_{variant}_16xb2-50e_coco.py' in names
 
 
 @pytest.mark.parametrize('path', COCO_CONFIGS, ids=osp.basename)
@@ -57,12 +60,14 @@ def test_cpvt_setting(path):
         assert cfg.model.backbone.dilations[-1] == 2 and cfg.model.backbone.strides[-1] == 1
 
 
-@pytest.mark.parametrize('name', [
-    'peg_detr/detr-peg_r50_16xb2-50e_coco.py',
-    'peg_deformable_detr/deformable-detr-peg_r50-dc5-ss_16xb2-50e_coco.py',
-    'peg_deformable_detr/deformable-detr-peg_r18-half_1xb4-400i_shapes.py',
+@pytest.mark.parametrize('name,num_pegs,has_cape', [
+    ('peg_detr/detr-peg_r50_16xb2-50e_coco.py', 1, False),
+    ('peg_detr/detr-cape_r50_16xb2-50e_coco.py', 0, True),
+    ('peg_deformable_detr/deformable-detr-peg_r50-dc5-ss_16xb2-50e_coco.py', 1, False),
+    ('peg_deformable_detr/deformable-detr-cape_r50_16xb2-50e_coco.py', 0, True),
+    ('peg_deformable_detr/deformable-detr-peg_r18-half_1xb4-400i_shapes.py', 1, False),
 ])
-def test_builds_and_custom_keys_match_parameters(name):
+def test_builds_and_custom_keys_match_parameters(name, num_pegs, has_cape):
     from mmengine.registry import init_default_scope
 
     import mmposenc.models.detectors  # noqa: F401
@@ -71,7 +76,11 @@ def test_builds_and_custom_keys_match_parameters(name):
     cfg = _load(osp.join(REPO, 'configs', name))
     cfg.model.backbone.init_cfg = None
     model = MODELS.build(cfg.model)
-    assert len(model.encoder.pegs) == 1
+    assert len(model.encoder.pegs) == num_pegs
+    assert (model.cape is not None) == has_cape
+    if has_cape:  # the CAPE paper's ViT augmentation, as the config comments say
+        assert (model.cape.max_global_shift, model.cape.max_local_shift,
+                model.cape.max_global_scaling) == (0.5, 'auto', 1.4)
     params = [n for n, _ in model.named_parameters()]
     for key in cfg.optim_wrapper.get('paramwise_cfg', {}).get('custom_keys', {}):
         assert any(key in n for n in params), f'custom key {key!r} matches no parameter'

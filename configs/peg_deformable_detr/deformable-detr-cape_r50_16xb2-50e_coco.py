@@ -1,0 +1,15 @@
+# Deformable-DETR with CAPE in the encoder (CAPE, Likhomanenko et al. 2021, arXiv:2106.03143; the
+# CAPE paper has no detection experiments): the sine encoding of every level is replaced by
+# CAPE2d of that level's grid with its own padding mask (each image's valid region scaled to
+# [-1, 1], so all levels share one frame), plus the learnt level embedding as with the sine.
+# Same CPVT 50-epoch recipe as the sine config.
+_base_ = './deformable-detr-sine_r50_16xb2-50e_coco.py'
+
+model = dict(
+    encoder_pos='cape',
+    level_embed=True,
+    cape_cfg=dict(  # mmposenc.models.layers.CAPE2d (the paper's ViT augmentation)
+        type='mmposenc.CAPE2d',
+        max_global_shift=0.5,
+        max_local_shift='auto',  # 1 / N per axis, N = valid tokens along it
+        max_global_scaling=1.4))
