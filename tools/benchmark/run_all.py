@@ -211,7 +211,8 @@ def machine_info() -> Dict[str, str]:
                 date=datetime.datetime.now().strftime('%Y-%m-%d %H:%M'))
 
 
-def to_markdown(rows: Sequence[dict], info: Dict[str, str], quick: bool) -> str:
+def to_markdown(rows: Sequence[dict], info: Dict[str, str], quick: bool,
+                command: Optional[str] = None) -> str:
     lines = [
         '# Speed benchmarks' + (' (--quick: small inputs, not representative)' if quick else ''),
         '',
@@ -220,8 +221,9 @@ def to_markdown(rows: Sequence[dict], info: Dict[str, str], quick: bool) -> str:
         f'{info["python"]}; {info["date"]}.',
         '',
         'Medians of interleaved repetitions in one process; ratio = ours / baseline '
-        '(< 1: ours is faster). Command: `python tools/benchmark/run_all.py'
-        + (' --quick' if quick else '') + '`.',
+        '(< 1: ours is faster). Command: `'
+        + (command or 'python tools/benchmark/run_all.py' + (' --quick' if quick else ''))
+        + '`.',
         '',
         '| benchmark | ours (ms) | baseline (ms) | ratio | target | met? |',
         '|---|---:|---:|---:|---:|:---:|',
@@ -257,7 +259,11 @@ def main(argv=None) -> List[dict]:
             print(f'   {r["benchmark"]}: {r["ours"]:.2f} / {r["baseline"]:.2f} ms = '
                   f'{r["ratio"]:.3f}', flush=True)
         rows += new
-    text = to_markdown(rows, machine_info(), args.quick)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = ' '.join(['OMP_NUM_THREADS=' + os.environ['OMP_NUM_THREADS']]
+                       if 'OMP_NUM_THREADS' in os.environ else [])
+    command = (command + ' python tools/benchmark/run_all.py ' + ' '.join(argv)).strip()
+    text = to_markdown(rows, machine_info(), args.quick, command)
     os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w') as f:
         f.write(text)
