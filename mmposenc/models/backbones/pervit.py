@@ -101,8 +101,10 @@ def _build_resampler(scale: float, channels: int, norm_cfg: dict) -> nn.Module:
     if scale == 1:
         return nn.Identity()
     if scale in (0.5, 0.25):
+        # ceil_mode: a grid of any size (even 1 x 1) keeps >= 1 cell, and the stride-32 map
+        # of an H x W image is ceil(H / 32) x ceil(W / 32) like a conv backbone's
         k = int(round(1 / scale))
-        return nn.MaxPool2d(k, k)
+        return nn.MaxPool2d(k, k, ceil_mode=True)
     raise ValueError(f'featmap scale must be one of 4, 2, 1, 0.5, 0.25, got {scale}')
 
 
@@ -122,6 +124,13 @@ class PerViT(BaseModule):
     ``norm3`` is the official final norm), so ImageClassifier (with ``GlobalAveragePooling``),
     and mmdet/mmseg necks consume them. All stages run at stride 16; ``featmap_scales`` can
     resample the outputs to a pyramid (e.g. ``(4, 2, 1, 0.5)`` gives strides 4/8/16/32).
+
+    Dense prediction (``out_indices=(0, 1, 2, 3), featmap_scales=(4, 2, 1, 0.5)``, what mmdet's
+    and mmseg's FPN expect): strides 4 / 8 / 16 / 32 with ``out_channels`` (the width after
+    each stage) T ``[192, 224, 280, 280]``, S ``[320, 368, 464, 464]``, M ``[468, 540, 684,
+    684]``. Any ``H x W`` runs: the stem gives a ``ceil(H / 16) x ceil(W / 16)`` token grid,
+    so the maps are ``4, 2, 1`` times it and ``ceil(. / 2)`` of it; for ``H, W`` divisible by
+    32 (mmdet pads batches to 32) that is exactly ``H / s x W / s`` for stride ``s``.
 
     Args:
         arch (str | dict): ``'tiny'``/``'t'``, ``'small'``/``'s'``, ``'medium'``/``'m'`` (Table

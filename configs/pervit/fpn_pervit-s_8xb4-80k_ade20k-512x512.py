@@ -1,0 +1,10 @@
+# Semantic FPN with PerViT-S: the PerViT-T recipe with the S backbone (beyond the paper).
+_base_ = ['./fpn_pervit-t_8xb4-80k_ade20k-512x512.py']
+
+pretrained = 'checkpoints/pervit-small_in1k_mmposenc.pth'
+
+model = dict(
+    backbone=dict(
+        arch='small',  # PerViT
+        init_cfg=dict(checkpoint=pretrained)),
+    neck=dict(in_channels=[320, 368, 464, 464]))  # FPN

@@ -1,0 +1,34 @@
+# RetinaNet + FPN with a PerViT-T backbone, 1x schedule, COCO at mmdet's default 1333 x 800.
+# Beyond the paper (PerViT reports ImageNet only): PVT's RetinaNet recipe as in mmdet's
+# pvt/retinanet_pvt-t_fpn_1x_coco.py (AdamW lr 1e-4, weight decay 1e-4, 12 epochs, 8 x 2
+# images). PerViT runs every stage at stride 16; `featmap_scales` resamples the four stage
+# outputs to strides 4 / 8 / 16 / 32 (ViTDet-style) for the FPN.
+_base_ = ['mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py']
+
+custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
+
+# an mmpretrain ImageClassifier checkpoint of ./pervit-tiny_8xb128_in1k.py (or the official
+# weights converted by tools/model_converters/pervit_official_to_mmposenc.py)
+pretrained = 'checkpoints/pervit-tiny_in1k_mmposenc.pth'
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposenc.PerViT',  # PerViT
+        arch='tiny',
+        out_indices=(0, 1, 2, 3),
+        featmap_scales=(4, 2, 1, 0.5),  # strides 4, 8, 16, 32
+        # stochastic depth: the arch default of the ImageNet recipe (T 0, S 0.1, M 0.2)
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')),
+    neck=dict(in_channels=[192, 224, 280, 280]))  # FPN; PerViT.out_channels
+
+# no weight decay on the position encoding: the shared w_r (PerViT.distance_embed), every
+# block's Phi_p projections and norms (PerViTBlock.attn.ppe) and the conditional position
+# encoding (PerViTBlock.cpe); norms and biases keep the recipe's decay as in mmdet's PVT
+optim_wrapper = dict(
+    paramwise_cfg=dict(
+        custom_keys={
+            'backbone.distance_embed.': dict(decay_mult=0.0),
+            '.attn.ppe.': dict(decay_mult=0.0),
+            '.cpe.': dict(decay_mult=0.0),
+        }))
