@@ -1,49 +1,92 @@
-"""Speed of the masked PEG against the sine encoding inside DETR / Deformable-DETR.
+"""Speed of the PEG and CAPE encoder position encodings against the sine one in (Deformable-)DETR.
 
-Builds the same detector twice, ``encoder_pos='peg'`` and ``encoder_pos='sine'`` (shared
-weights where both have them), feeds both the same padded batch and reports, measured in this
-one process, the median time of
+Builds the same detector with ``encoder_pos='sine'``, ``'peg'`` and ``'cape'`` (the sine
+model's weights loaded into the others, so only the position encoding differs), feeds all of
+them the same padded batch (two images, the second 3/4 of the first's size) and times
 
-- the encoder path: ``pre_transformer`` + ``forward_encoder`` (no grad), which is where the
-  PEG replaces the sine computation;
-- a full training step: forward with losses, backward (no optimizer step).
+- ``encoder``: ``pre_transformer`` + ``forward_encoder`` in eval mode, no grad: the place where
+  the PEG / CAPE replaces the sine computation;
+- ``encoder train``: the same in train mode plus the backward of the memory (from fixed
+  backbone features): the training cost of the position encoding without the backbone and
+  decoder, whose time (the same for all models) buries it in the full step's noise;
+- ``predict``: ``model.predict`` (backbone to boxes) in eval mode, no grad;
+- ``train step``: ``model.loss`` + ``backward`` in train mode (no optimizer step).
 
-as ``peg / sine`` ratios (< 1 means the PEG model is faster)::
+Repetitions of the models are interleaved (sine, peg, cape, then peg, cape, sine, ...: the order
+rotates so that none always runs first) and each ratio is the median over the repetitions of
+``t(peg) / t(sine)`` within one repetition, so load that changes slower than one repetition
+cancels; the times shown are medians. The issue's target is ``peg / sine <= 1.00`` (the PEG
+replaces the sine computation); ``cape / sine`` is reported without a target.
 
-    python tools/benchmark/peg_detr_speed.py                      # both detectors
-    python tools/benchmark/peg_detr_speed.py --model deformable --repeats 20 --size 512 640
+Models (``--models``): ``detr`` = DETR-R50 of ``configs/peg_detr`` (CPVT setting, 100
+queries, 6+6 layers), ``deformable-r50`` = Deformable-DETR-R50 of
+``configs/peg_deformable_detr`` (4 levels, 6+6 layers), ``deformable`` = the demo's
+Deformable-DETR (half-width ResNet-18, 2 levels, 2+2 layers of width 128)::
+
+    OMP_NUM_THREADS=1 python tools/benchmark/peg_detr_speed.py --threads 1 --out speed.md
+    python tools/benchmark/peg_detr_speed.py --models deformable --repeats 20 --size 512 640
+    python tools/benchmark/peg_detr_speed.py --quick   # seconds: tiny input, 2 repetitions
+
+``--clock cpu`` times with the process CPU time instead of the wall clock (with one thread
+this ignores the time the process waits for a core on a busy machine).
 """
 import argparse
 import copy
 import os.path as osp
+import platform
 import statistics
+import sys
 import time
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = {
+    # the paper's DETR-R50 setting
+    'detr': osp.join(REPO, 'configs', 'peg_detr', 'detr-sine_r50_16xb2-50e_coco.py'),
+    # the paper's Deformable-DETR-R50 setting (4 levels)
+    'deformable-r50': osp.join(REPO, 'configs', 'peg_deformable_detr',
+                               'deformable-detr-sine_r50_16xb2-50e_coco.py'),
     # the demo's small Deformable-DETR (half-width ResNet-18, width 128, 2+2 layers)
     'deformable': osp.join(REPO, 'configs', 'peg_deformable_detr',
                            'deformable-detr-sine_r18-half_1xb4-400i_shapes.py'),
-    # the paper's DETR-R50 setting
-    'detr': osp.join(REPO, 'configs', 'peg_detr', 'detr-sine_r50_16xb2-50e_coco.py'),
 }
+LABELS = {
+    'detr': 'DETR-R50',
+    'deformable-r50': 'Deformable-DETR-R50',
+    'deformable': 'Deformable-DETR demo (R18-half)',
+}
+ENCODER_POS = ('sine', 'peg', 'cape')
+STAGES = ('encoder', 'encoder train', 'predict', 'train step')
+TARGET = 1.00  # peg / sine
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--model', choices=['detr', 'deformable', 'both'], default='both')
+    parser.add_argument('--models', nargs='+', choices=list(CONFIGS),
+                        default=['detr', 'deformable-r50', 'deformable'])
     parser.add_argument('--size', type=int, nargs=2, default=[384, 480],
                         help='(h, w) of the larger image; the other is 3/4 of it (padded)')
-    parser.add_argument('--repeats', type=int, default=10)
-    parser.add_argument('--warmup', type=int, default=2)
+    parser.add_argument('--repeats', type=int, default=10,
+                        help='interleaved repetitions of encoder / predict (train step: half)')
+    parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--threads', type=int, default=None)
-    return parser.parse_args()
+    parser.add_argument('--clock', choices=['wall', 'cpu'], default='wall')
+    parser.add_argument('--quick', action='store_true',
+                        help='a smoke run: 64x96 input, 2 repetitions, no warm-up')
+    parser.add_argument('--out', help='also write the markdown table to this file')
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.size, args.repeats, args.warmup = [64, 96], 2, 0
+    return args
 
 
-def build_pair(config):
+def build_models(config: str, encoder_pos: Sequence[str] = ENCODER_POS) -> Dict[str, object]:
+    """The detector of ``config`` once per ``encoder_pos``, all with the weights of the first
+    (parameters only some of them have, the PEGs, keep their own initialisation)."""
     from mmengine.config import Config
+    from mmengine.logging import MMLogger
     from mmengine.registry import init_default_scope
 
     import mmposenc.models.detectors  # noqa: F401
@@ -51,74 +94,169 @@ def build_pair(config):
     init_default_scope('mmdet')
     cfg = Config.fromfile(config)
     cfg.model.backbone.init_cfg = None
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel('WARNING')  # mmengine logs every parameter's initialisation
     models = {}
-    for pe in ('sine', 'peg'):
-        mcfg = copy.deepcopy(cfg.model)
-        mcfg.encoder_pos = pe
-        torch.manual_seed(0)
-        models[pe] = MODELS.build(mcfg)
-        models[pe].init_weights()
-    models['peg'].load_state_dict(models['sine'].state_dict(), strict=False)
+    try:
+        for pe in encoder_pos:
+            mcfg = copy.deepcopy(cfg.model)
+            mcfg.encoder_pos = pe
+            torch.manual_seed(0)
+            models[pe] = MODELS.build(mcfg)
+            models[pe].init_weights()
+    finally:
+        logger.setLevel(level)
+    first = models[encoder_pos[0]]
+    for pe in encoder_pos[1:]:
+        models[pe].load_state_dict(first.state_dict(), strict=False)
     return models
 
 
-def make_batch(model, size):
+def build_pair(config: str) -> Dict[str, object]:
+    """``{'sine': model, 'peg': model}`` with shared weights (see :func:`build_models`)."""
+    return build_models(config, ('sine', 'peg'))
+
+
+def make_batch(model, size: Sequence[int]) -> dict:
+    """A preprocessed batch of two images, ``size`` and 3/4 of it (so one is padded)."""
     from mmdet.testing import demo_mm_inputs
     h, w = size
+    torch.manual_seed(0)
     packed = demo_mm_inputs(2, image_shapes=[(3, h, w), (3, h * 3 // 4, w * 3 // 4)],
                             num_items=[3, 2], num_classes=3)
     return model.data_preprocessor(packed, True)
 
 
-def timeit(fn, repeats, warmup):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def stage_fns(model, data: dict) -> Dict[str, Callable[[], None]]:
+    """The three timed functions of one model on one batch."""
+    with torch.no_grad():
+        model.eval()
+        feats = model.extract_feat(data['inputs'])
+    leaf_feats = tuple(f.detach().requires_grad_() for f in feats)
 
-
-def bench(name, config, args):
-    models = build_pair(config)
-    data = make_batch(models['sine'], args.size)
-    results = {}
-    for pe, model in models.items():
-        model.train()
+    def encoder():
+        model.eval()
         with torch.no_grad():
-            feats = model.extract_feat(data['inputs'])
+            enc, _ = model.pre_transformer(feats, data['data_samples'])
+            model.forward_encoder(**enc)
 
-        def encoder(model=model, feats=feats):
-            with torch.no_grad():
-                enc, _ = model.pre_transformer(feats, data['data_samples'])
-                model.forward_encoder(**enc)
+    def encoder_train():
+        model.train()
+        model.zero_grad(set_to_none=True)
+        for f in leaf_feats:
+            f.grad = None
+        enc, _ = model.pre_transformer(leaf_feats, data['data_samples'])
+        model.forward_encoder(**enc)['memory'].sum().backward()
 
-        def train_step(model=model):
-            model.zero_grad(set_to_none=True)
-            losses = model.loss(data['inputs'], copy.deepcopy(data['data_samples']))
-            sum(v for k, v in losses.items() if 'loss' in k).backward()
+    def predict():
+        model.eval()
+        with torch.no_grad():
+            model.predict(data['inputs'], copy.deepcopy(data['data_samples']))
 
-        results[pe] = (timeit(encoder, args.repeats, args.warmup),
-                       timeit(train_step, max(3, args.repeats // 2), 1))
-    (enc_s, step_s), (enc_p, step_p) = results['sine'], results['peg']
-    print(f'{name:>10} | encoder sine {enc_s * 1e3:8.1f} ms  peg {enc_p * 1e3:8.1f} ms  '
-          f'ratio {enc_p / enc_s:5.3f} | train step sine {step_s * 1e3:8.1f} ms  '
-          f'peg {step_p * 1e3:8.1f} ms  ratio {step_p / step_s:5.3f}')
-    return results
+    def train_step():
+        model.train()
+        model.zero_grad(set_to_none=True)
+        losses = model.loss(data['inputs'], copy.deepcopy(data['data_samples']))
+        sum(v for k, v in losses.items() if 'loss' in k).backward()
+
+    return {'encoder': encoder, 'encoder train': encoder_train, 'predict': predict,
+            'train step': train_step}
 
 
-def main():
-    args = parse_args()
+def interleaved(fns: Dict[str, Callable[[], None]], repeats: int, warmup: int,
+                clock: Callable[[], float] = time.perf_counter) -> Dict[str, List[float]]:
+    """Times of every function over ``repeats`` rounds; within a round each function runs once,
+    the order rotating from round to round. ``warmup`` untimed rounds first."""
+    names = list(fns)
+    times = {name: [] for name in names}
+    for r in range(warmup + repeats):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = clock()
+            fns[name]()
+            if r >= warmup:
+                times[name].append(clock() - t0)
+    return times
+
+
+def paired_ratio(ours: Sequence[float], base: Sequence[float]) -> float:
+    """Median over rounds of ``ours / base`` measured in the same round."""
+    return statistics.median(a / b for a, b in zip(ours, base))
+
+
+def bench(name: str, args) -> List[dict]:
+    """Rows (one per stage) of the table for detector ``name``."""
+    models = build_models(CONFIGS[name])
+    data = make_batch(models['sine'], args.size)
+    clock = time.process_time if args.clock == 'cpu' else time.perf_counter
+    all_fns = {pe: stage_fns(model, data) for pe, model in models.items()}
+    rows = []
+    for stage in STAGES:
+        fns = {pe: all_fns[pe][stage] for pe in models}
+        repeats = max(2, args.repeats // 2) if stage == 'train step' else args.repeats
+        times = interleaved(fns, repeats, args.warmup, clock)
+        row = dict(model=LABELS[name], stage=stage, repeats=repeats)
+        for pe in ENCODER_POS:
+            row[pe] = statistics.median(times[pe]) * 1e3
+        for pe in ENCODER_POS[1:]:
+            row[f'{pe}/sine'] = paired_ratio(times[pe], times['sine'])
+        rows.append(row)
+        print(f"{row['model']:>32} {stage:>13}: " + '  '.join(
+            f'{pe} {row[pe]:8.1f} ms' for pe in ENCODER_POS) +
+            f"  peg/sine {row['peg/sine']:.3f}  cape/sine {row['cape/sine']:.3f}", flush=True)
+    return rows
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    cpu = line.split(':', 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import multiprocessing
+    return (f'{cpu}, {multiprocessing.cpu_count()} cores; torch {torch.__version__}, '
+            f'{torch.get_num_threads()} thread(s)')
+
+
+def markdown(rows: List[dict], args, argv: Optional[Sequence[str]] = None) -> str:
+    h, w = args.size
+    lines = [
+        f'Batch: 2 images, {h}x{w} and {h * 3 // 4}x{w * 3 // 4} (padded); {args.clock} clock; '
+        'times are medians, ratios medians of per-round ratios (rounds interleave the models).',
+        f'Machine: {machine()}.',
+        'Command: `python tools/benchmark/peg_detr_speed.py '
+        + ' '.join(argv if argv is not None else sys.argv[1:]) + '`',
+        '',
+        '| Model | Stage | sine (ms) | PEG (ms) | CAPE (ms) | PEG / sine | CAPE / sine '
+        f'| PEG target <= {TARGET:.2f} |',
+        '| :---- | :---- | --------: | -------: | --------: | ---------: | ----------: '
+        '| :------: |',
+    ]
+    for r in rows:
+        met = 'yes' if r['peg/sine'] <= TARGET else 'no'
+        lines.append(f"| {r['model']} | {r['stage']} | {r['sine']:.1f} | {r['peg']:.1f} | "
+                     f"{r['cape']:.1f} | {r['peg/sine']:.3f} | {r['cape/sine']:.3f} | {met} |")
+    return '\n'.join(lines) + '\n'
+
+
+def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
+    args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f'batch: 2 images, {tuple(args.size)} and 3/4 of it (padded); '
-          f'median of {args.repeats}; torch {torch.__version__}, '
-          f'{torch.get_num_threads()} threads')
-    names = ['detr', 'deformable'] if args.model == 'both' else [args.model]
-    for name in names:
-        bench(name, CONFIGS[name], args)
+    rows = []
+    for name in args.models:
+        rows += bench(name, args)
+    table = markdown(rows, args, argv)
+    print('\n' + table)
+    if args.out:
+        with open(args.out, 'w') as f:
+            f.write(table)
+    return rows
 
 
 if __name__ == '__main__':
