@@ -76,6 +76,7 @@ def test_script_trains_the_shipped_config_on_random_images(tmp_path):
     row, = ours['iters']
     assert row['batch_shape'] == (2, 3, 64, 128)  # padded to 32
     assert row['tokens'] == (4, 8)
+    assert ours['with_cp'] is False
     assert ours['finite_losses'] and all(math.isfinite(v) for v in row['losses'].values())
     assert row['losses']['loss'] > 0
     assert ours['peak_rss'] >= ours['rss_after_build'] > 0

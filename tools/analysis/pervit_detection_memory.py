@@ -120,8 +120,9 @@ def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def build(config):
-    """The detector and its optimizer wrapper from ``config`` (backbone without checkpoint)."""
+def build(config, with_cp=False):
+    """The detector and its optimizer wrapper from ``config`` (backbone without checkpoint;
+    ``with_cp``: activation checkpointing per PerViT block)."""
     from mmengine.config import Config
     from mmengine.logging import MMLogger
     from mmengine.optim import build_optim_wrapper
@@ -132,6 +133,8 @@ def build(config):
     from mmdet.registry import MODELS
     import mmposenc.models  # noqa: F401
     cfg.model.backbone.init_cfg = None  # no ImageNet checkpoint here
+    if with_cp:
+        cfg.model.backbone.with_cp = True
     model = MODELS.build(cfg.model)
     logger = MMLogger.get_current_instance()
     level = logger.level
@@ -196,7 +199,7 @@ def train(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    cfg, model, optim_wrapper = build(args.config)
+    cfg, model, optim_wrapper = build(args.config, args.with_cp)
     if args.scale:
         for t in cfg.train_pipeline:
             if t['type'] in ('Resize', 'mmdet.Resize'):
@@ -223,7 +226,8 @@ def train(args):
     peak = peak_rss_bytes()
     finite = all(math.isfinite(v) for r in rows for v in r['losses'].values())
     return dict(config=osp.relpath(args.config, REPO_ROOT), data=args.data_root or 'random',
-                batch_size=args.batch_size, threads=torch.get_num_threads(),
+                with_cp=bool(model.backbone.with_cp), batch_size=args.batch_size,
+                threads=torch.get_num_threads(),
                 rss_after_build=base, peak_rss=peak, training_adds=peak - base,
                 seconds_per_iter=sum(r['seconds'] for r in rows) / len(rows),
                 finite_losses=finite, iters=rows)
@@ -241,6 +245,8 @@ def main(argv=None):
     parser.add_argument('--scale', type=int, nargs=2, default=None, metavar=('W', 'H'),
                         help='override the Resize scale of the config (default 1333 800)')
     parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--with-cp', action='store_true',
+                        help='activation checkpointing per PerViT block (PerViT(with_cp=True))')
     parser.add_argument('--hw', type=int, nargs=2, default=None,
                         help='token grid for the official estimate (default: the grid of '
                         'the measured batches, else 50 84)')
@@ -266,7 +272,7 @@ def main(argv=None):
     if 'ours' in result:
         o = result['ours']
         print(f'mmposenc, whole RetinaNet training process ({o["data"]}, batch '
-              f'{o["batch_size"]}, {o["threads"]} threads): peak RSS '
+              f'{o["batch_size"]}, with_cp={o["with_cp"]}, {o["threads"]} threads): peak RSS '
               f'{o["peak_rss"] / 2**30:.2f} GiB ({o["peak_rss"] / 1e9:.2f} GB), of which '
               f'{o["training_adds"] / 2**30:.2f} GiB added by training; '
               f'{o["seconds_per_iter"]:.1f} s/iter; losses finite: {o["finite_losses"]}')

@@ -3,6 +3,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
 from mmcv.cnn import ConvModule, build_norm_layer
 from mmcv.cnn.bricks.drop import build_dropout
 from mmengine.model import BaseModule, ModuleList, Sequential
@@ -156,6 +157,9 @@ class PerViT(BaseModule):
         ppe_cfg (dict, optional): Extra arguments of every PeripheralPositionEncoding
             (``chunk_elems``, ``with_cp``, ``max_cache``, ``kernel_size``, ...).
         content_free (bool): Content-free MPA in every block. Defaults to False.
+        with_cp (bool): Activation checkpointing per block in training: a block keeps only
+            its input and is recomputed in backward (at 1333 x 800 the ``B x heads x N x N``
+            attention probabilities of 12 blocks dominate the memory). Defaults to False.
         init_cfg (dict | list[dict], optional): Defaults to truncated normal (std 0.02) for
             linear layers and 1/0 for LayerNorm, as in the official code.
 
@@ -193,6 +197,7 @@ class PerViT(BaseModule):
                  ppe_init: str = 'peripheral',
                  ppe_cfg: Optional[dict] = None,
                  content_free: bool = False,
+                 with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = [
                      dict(type='TruncNormal', layer='Linear', std=0.02, bias=0.),
                      dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
@@ -214,6 +219,7 @@ class PerViT(BaseModule):
         if ppe_init not in PPE_INITS:
             raise ValueError(f'ppe_init must be one of {PPE_INITS}, got {ppe_init!r}')
         self.arch_settings = dict(arch)
+        self.with_cp = with_cp
         self.embed_dims = list(arch['embed_dims'])
         self.depths = list(arch['depths'])
         self.num_heads = arch['num_heads']
@@ -284,7 +290,10 @@ class PerViT(BaseModule):
         feats = {}
         last = self.stage_ends[max(self.out_indices)]
         for i, blk in enumerate(self.blocks[:last + 1]):
-            x = blk(x, hw_shape)
+            if self.with_cp and self.training and torch.is_grad_enabled():
+                x = checkpoint(blk, x, hw_shape, use_reentrant=False)
+            else:
+                x = blk(x, hw_shape)
             if i in self.stage_ends:
                 stage = self.stage_ends.index(i)
                 if stage in self.out_indices:
@@ -297,4 +306,5 @@ class PerViT(BaseModule):
 
     def extra_repr(self) -> str:
         return (f'embed_dims={self.embed_dims}, depths={self.depths}, '
-                f'num_heads={self.num_heads}, out_indices={self.out_indices}')
+                f'num_heads={self.num_heads}, out_indices={self.out_indices}, '
+                f'with_cp={self.with_cp}')
