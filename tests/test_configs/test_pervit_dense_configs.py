@@ -155,8 +155,8 @@ def test_detector_trains_and_predicts_on_images_of_different_sizes(name):
 
 
 def test_semantic_fpn_trains_a_step():
-    from mmseg.structures import SegDataSample
     from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
     torch.manual_seed(0)
     cfg, model = _build(osp.join(DIR, 'fpn_pervit-t_8xb4-80k_ade20k-512x512.py'))
     model.train()

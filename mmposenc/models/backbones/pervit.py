@@ -3,10 +3,10 @@ from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
 from mmcv.cnn import ConvModule, build_norm_layer
 from mmcv.cnn.bricks.drop import build_dropout
 from mmengine.model import BaseModule, ModuleList, Sequential
+from torch.utils.checkpoint import checkpoint
 
 from mmposenc.registry import MODELS
 from ..layers.mpa import MPA
