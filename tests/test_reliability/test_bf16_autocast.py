@@ -48,6 +48,7 @@ SMALL = {
     'RelativePositionBias2d': dict(embed_dims=32, num_heads=2, max_distance=3),
     'RoPE2d': dict(embed_dims=32, num_heads=2),
     'SaPE2': dict(embed_dims=32, num_heads=2),
+    'SimplePyramid': dict(in_channels=32),
     'SinCos2dPE': dict(embed_dims=32, num_heads=2),
     'SwinPEG': dict(arch=dict(embed_dims=16, depths=[1, 1], num_heads=[1, 2]), window_size=4,
                     out_indices=(0, 1), drop_path_rate=0.0),
@@ -82,6 +83,8 @@ def _forward(name, model):
         return model(img if name != 'PerViT' else torch.rand(2, 3, 64, 64, generator=g))
     if name == 'PEG':
         return model(tokens, (4, 5))
+    if name == 'SimplePyramid':  # four stride-16 maps of a plain ViT
+        return model([torch.randn(2, 32, 4, 5, generator=g) for _ in range(4)])
     if name == 'MaskedPEG':
         mask = torch.zeros(2, 20, dtype=torch.bool)
         mask[1, -5:] = True
