@@ -33,13 +33,15 @@ this ignores the time the process waits for a core on a busy machine).
 import argparse
 import copy
 import os.path as osp
-import platform
 import statistics
 import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from bench_common import machine  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = {
@@ -206,21 +208,6 @@ def bench(name: str, args) -> List[dict]:
             f'{pe} {row[pe]:8.1f} ms' for pe in ENCODER_POS) +
             f"  peg/sine {row['peg/sine']:.3f}  cape/sine {row['cape/sine']:.3f}", flush=True)
     return rows
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    cpu = line.split(':', 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    import multiprocessing
-    return (f'{cpu}, {multiprocessing.cpu_count()} cores; torch {torch.__version__}, '
-            f'{torch.get_num_threads()} thread(s)')
 
 
 def markdown(rows: List[dict], args, argv: Optional[Sequence[str]] = None) -> str:

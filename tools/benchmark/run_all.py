@@ -45,6 +45,7 @@ REPO = osp.dirname(osp.dirname(HERE))
 sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
 
+from bench_common import cpu_model  # noqa: E402
 from cpvt_speed import interleaved_medians  # noqa: E402
 
 BENCHMARKS = ('cpvt', 'peg_detr', 'peg_deformable_detr', 'mpa', 'sape2', 'cape')
@@ -197,15 +198,7 @@ RUNNERS: Dict[str, Callable[[bool], List[dict]]] = dict(
 
 # ---------------------------------------------------------------------------------- report
 def machine_info() -> Dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    cpu = line.split(':', 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model()
     return dict(cpu=cpu, cores=str(os.cpu_count()), torch=torch.__version__,
                 threads=str(torch.get_num_threads()),
                 omp_num_threads=os.environ.get('OMP_NUM_THREADS', 'unset'),
