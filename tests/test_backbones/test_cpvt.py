@@ -172,3 +172,19 @@ def test_built_by_registry_and_in_mmpretrain_classifier():
         samples = [DataSample().set_gt_label(i) for i in range(2)]
         losses = clf(torch.rand(2, 3, 32, 48), samples, mode='loss')
         assert losses['loss'] > 0
+
+
+def test_partial_patches_see_zeros_and_tracing_keeps_sizes_dynamic():
+    """A size that is not a multiple of the patch size equals the input zero-padded to the
+    next multiple (mmcv's 'corner' padding), eagerly and in a graph traced at another size."""
+    torch.manual_seed(0)
+    model = CPVT(arch=dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),
+                 patch_size=8, peg_positions=(0, 1), out_type='featmap').eval()
+    x = torch.randn(1, 3, 29, 42)
+    padded = torch.nn.functional.pad(x, (0, 48 - 42, 0, 32 - 29))
+    with torch.no_grad():
+        out = model(x)[0]
+        assert out.shape == (1, 32, 4, 6)
+        torch.testing.assert_close(out, model(padded)[0], rtol=0, atol=1e-6)
+        traced = torch.jit.trace(model, torch.randn(1, 3, 40, 40), check_trace=False)
+        torch.testing.assert_close(traced(x)[0], out, rtol=0, atol=1e-5)

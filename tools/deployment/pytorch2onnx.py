@@ -16,10 +16,9 @@ not trace mmdet's data-dependent Python (lists of ``DetDataSample``). mmcv's
 ``MultiScaleDeformableAttention`` runs its pure-PyTorch ``grid_sample`` path on CPU, which
 exports with opset >= 16 (``GridSample``).
 
-Limitation of classifiers whose patch embedding pads to a multiple of the patch size (CPVT,
-``padding='corner'``): the padding is computed in Python and frozen at the traced size, so the
-ONNX model is exact only for H and W that are multiples of the patch size (as the traced one
-is); detectors (ResNet + DETR) accept any size.
+Any H and W work, including sizes that are not multiples of the patch size or of the
+backbone's stride: CPVT zero-pads the bottom/right by the fixed amount p - 1 (same values as
+padding to the next multiple of p), so no traced size is frozen into the graph.
 
 After the export the model runs in onnxruntime (CPU) and in PyTorch at every ``--check-shape``
 and the largest absolute difference of every output is compared with ``--atol``; the tool

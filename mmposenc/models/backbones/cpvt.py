@@ -244,9 +244,12 @@ class CPVT(BaseModule):
         self.with_cls_token = with_cls_token
         self.num_extra_tokens = int(with_cls_token)
 
+        # no adaptive padding in PatchEmbed: forward() zero-pads the bottom/right itself (see
+        # _pad_to_patches), which gives mmcv's 'corner' padding result with a fixed pad size
+        self.patch_size = patch_size
         self.patch_embed = PatchEmbed(
             in_channels=in_channels, embed_dims=self.embed_dims, conv_type='Conv2d',
-            kernel_size=patch_size, stride=patch_size, padding='corner')
+            kernel_size=patch_size, stride=patch_size, padding=0)
         self.patch_resolution = tuple(
             math.ceil(s / patch_size) for s in _to_2tuple(img_size))
         if with_cls_token:
@@ -324,6 +327,20 @@ class CPVT(BaseModule):
         B, _, C = patch_tokens.shape
         return patch_tokens.reshape(B, *hw_shape, C).permute(0, 3, 1, 2).contiguous()
 
+    def _pad_to_patches(self, x: torch.Tensor) -> torch.Tensor:
+        """Zero-pad the bottom/right so that the stride-p patch convolution yields
+        ceil(H/p) x ceil(W/p) patches (a partial last patch sees zeros).
+
+        Padding by the fixed amount p - 1 gives exactly ceil(H/p) windows, with the same values
+        as padding to the next multiple of p, and keeps H and W dynamic in a traced / ONNX
+        graph; in eager mode nothing is padded when H and W are multiples of p.
+        """
+        p = self.patch_size
+        if torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() or \
+                x.shape[-2] % p or x.shape[-1] % p:
+            x = F.pad(x, (0, p - 1, 0, p - 1))
+        return x
+
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Args:
             x (Tensor): Images (B, in_channels, H, W), any H and W.
@@ -337,7 +354,7 @@ class CPVT(BaseModule):
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
                              f'got {tuple(x.shape)}')
         B = x.shape[0]
-        x, hw_shape = self.patch_embed(x)
+        x, hw_shape = self.patch_embed(self._pad_to_patches(x))
         if self.with_cls_token:
             x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
         if self.with_pos_embed:
