@@ -174,6 +174,8 @@ def test_built_by_registry_and_in_mmpretrain_classifier():
         assert losses['loss'] > 0
 
 
+# the tracer warns about shape checks it freezes; the assertions below show the graph is right
+@pytest.mark.filterwarnings('ignore::torch.jit.TracerWarning')
 def test_partial_patches_see_zeros_and_tracing_keeps_sizes_dynamic():
     """A size that is not a multiple of the patch size equals the input zero-padded to the
     next multiple (mmcv's 'corner' padding), eagerly and in a graph traced at another size."""
