@@ -1,24 +1,106 @@
-"""mmposenc: position encodings for vision transformers, an OpenMMLab plugin."""
+"""mmposenc: position encodings for vision transformers, an OpenMMLab plugin.
+
+Like the OpenMMLab codebases, the package carries its configs, tools and model index in
+``mmposenc/.mim/`` so that ``_base_ = 'mmposenc::<folder>/<file>.py'``, ``mim search mmposenc``
+and ``mim train mmposenc CONFIG`` find them in an installed package. ``add_mim_extension``
+makes ``mmposenc/.mim/{configs,tools,model-index.yml}`` relative symlinks to the repository's
+folders (copies where the file system has no symlinks); ``package_data`` then puts the files
+behind them into wheels and sdists as regular files. Run-time requirements: torch, mmengine and
+mmcv; the hosts are extras (``pip install mmposenc[det,seg,cls]``). Versions that are tested
+together are pinned in requirements/pins.txt (``tools/setup_env.sh`` installs them).
+"""
+import os
 import os.path as osp
+import shutil
+import warnings
 
 from setuptools import find_packages, setup
+
+ROOT = osp.dirname(osp.abspath(__file__))
+MIM_FILES = ('configs', 'tools', 'model-index.yml')
+
+# What `import mmposenc` needs (tests/test_packaging check these against requirements/pins.txt
+# and against the modules the package imports). setuptools < 81: mmengine 0.10.7 resolves
+# `mmdet::` / `mmposenc::` bases with pkg_resources, which setuptools 81 removed.
+INSTALL_REQUIRES = [
+    'torch>=2.0',
+    'mmengine>=0.10.0,<1.0.0',
+    'mmcv>=2.0.0,<2.2.0',
+    'numpy',
+    'setuptools<81',
+]
+# The hosts whose models and configs mmposenc extends, one extra each.
+EXTRAS_REQUIRE = {
+    'det': ['mmdet>=3.3.0,<3.4.0'],  # mmposenc.models.detectors, COCO configs
+    'seg': ['mmsegmentation>=1.2.0,<1.3.0', 'ftfy', 'regex'],  # ADE20K configs
+    'cls': ['mmpretrain>=1.2.0,<1.3.0'],  # ImageNet / CIFAR configs, SwinPEG
+}
+EXTRAS_REQUIRE['all'] = sorted({r for reqs in EXTRAS_REQUIRE.values() for r in reqs})
+
+# Files of .mim/ that go into the wheel (relative to mmposenc/).
+MIM_PACKAGE_DATA = [
+    '.mim/model-index.yml',
+    '.mim/configs/**/*.py',
+    '.mim/configs/**/*.yml',
+    '.mim/configs/**/*.md',
+    '.mim/tools/**/*.py',
+    '.mim/tools/**/*.sh',
+]
 
 
 def get_version():
     ns = {}
-    with open(osp.join(osp.dirname(__file__), 'mmposenc', 'version.py')) as f:
+    with open(osp.join(ROOT, 'mmposenc', 'version.py')) as f:
         exec(f.read(), ns)
     return ns['__version__']
 
 
-setup(
-    name='mmposenc',
-    version=get_version(),
-    description='Position encodings for vision transformers (PEG/CPVT, PerViT, CAPE, SaPE2) '
-    'as an OpenMMLab plugin',
-    packages=find_packages(exclude=('configs', 'tools', 'tests')),
-    python_requires='>=3.9',
-    # versions are pinned in requirements/pins.txt and installed by tools/setup_env.sh
-    install_requires=['mmengine>=0.10', 'mmcv>=2.0,<2.2', 'torch>=2.0'],
-    zip_safe=False,
-)
+def add_mim_extension():
+    """Link ``configs``, ``tools`` and ``model-index.yml`` into ``mmposenc/.mim``.
+
+    OpenMMLab's ``setup.py`` files decide between symlinks and copies from ``sys.argv``
+    (``develop`` vs ``bdist_wheel``); pip's PEP 517 / PEP 660 builds (``editable_wheel``,
+    ``build_wheel``) never pass those words, so this runs on every build instead: a relative
+    symlink serves the editable install, and the wheel build copies the files behind it. Where
+    the source is absent (building from an unpacked sdist, which holds ``mmposenc/.mim`` as
+    regular files) the existing ``.mim`` entry is kept. Idempotent.
+    """
+    mim_dir = osp.join(ROOT, 'mmposenc', '.mim')
+    os.makedirs(mim_dir, exist_ok=True)
+    for name in MIM_FILES:
+        src = osp.join(ROOT, name)
+        dst = osp.join(mim_dir, name)
+        if not osp.exists(src):
+            continue
+        rel = osp.relpath(src, mim_dir)
+        if osp.islink(dst) and os.readlink(dst) == rel:
+            continue
+        if osp.islink(dst) or osp.isfile(dst):
+            os.remove(dst)
+        elif osp.isdir(dst):
+            shutil.rmtree(dst)
+        try:
+            os.symlink(rel, dst)
+        except OSError:  # no symlinks on this file system: copy (refreshed on every build)
+            warnings.warn(f'cannot symlink {dst} -> {rel}; copying {src} instead')
+            if osp.isdir(src):
+                shutil.copytree(src, dst, ignore=shutil.ignore_patterns('__pycache__'))
+            else:
+                shutil.copyfile(src, dst)
+
+
+if __name__ == '__main__':
+    add_mim_extension()
+    setup(
+        name='mmposenc',
+        version=get_version(),
+        description='Position encodings for vision transformers (PEG/CPVT, PerViT, CAPE, '
+        'SaPE2) as an OpenMMLab plugin',
+        packages=find_packages(exclude=('configs', 'configs.*', 'tools', 'tools.*', 'tests',
+                                        'tests.*')),
+        package_data={'mmposenc': MIM_PACKAGE_DATA},
+        python_requires='>=3.9',
+        install_requires=INSTALL_REQUIRES,
+        extras_require=EXTRAS_REQUIRE,
+        zip_safe=False,
+    )

@@ -171,3 +171,27 @@ def random_official_state_dict(emb_dims, convstem_dims, num_heads, num_classes=1
     sd['head.weight'] = rnd(num_classes, dims[-1], scale=1 / math.sqrt(dims[-1]))
     sd['head.bias'] = rnd(num_classes)
     return sd
+
+
+def check_gradients(model, rel_tol=1e-5):
+    """Every parameter of ``model`` has a finite gradient, nonzero except the biases of the
+    peripheral projections that an instance norm follows: the norm subtracts the mean over
+    the keys, so such a bias cancels and its gradient is zero up to rounding (the official
+    code has these biases too)."""
+    from mmposenc.models.layers import PeripheralPositionEncoding
+    cancelled = set()
+    for m in model.modules():
+        if isinstance(m, PeripheralPositionEncoding):
+            if m.norm1 is not None:
+                cancelled.add(id(m.proj1.bias))
+            if m.norm2 is not None:
+                cancelled.add(id(m.proj2.bias))
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    for name, p in named:
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    scale = max(float(p.grad.abs().max()) for n, p in named if id(p) not in cancelled)
+    for name, p in named:
+        if id(p) in cancelled:
+            assert float(p.grad.abs().max()) <= rel_tol * scale, name
+        else:
+            assert p.grad.abs().sum() > 0, name

@@ -13,6 +13,8 @@ def load_config(path, cfg_options=None, work_dir=None, launcher='none'):
     """
     from mmengine.config import Config
 
+    import mmposenc  # noqa: F401  (lets `_base_ = 'mmposenc::...'` resolve; see mmposenc.utils)
+
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file {path} does not exist')
     cfg = Config.fromfile(path)

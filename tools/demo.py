@@ -1,14 +1,19 @@
-"""Train a small PEG Deformable-DETR and the same model with sine PE; compare COCO mAP.
+"""Train one small Deformable-DETR three times: encoder PE none, sine and PEG (CPVT Table 4).
 
 With no arguments this needs no network and no data beside the repository: it generates the
 synthetic ``shapes_coco`` dataset (coloured rectangles / ellipses / triangles on textured
-backgrounds, 3 classes, images 128-192 px) into ``data/shapes_coco``, trains
-``configs/peg_deformable_detr/deformable-detr-{peg,sine}_r18-half_1xb4-400i_shapes.py`` under
-identical settings (same seed, data order and schedule; CPU, a few minutes each), evaluates
-both with mmdet's ``CocoMetric`` (pycocotools) and prints the two side by side::
+backgrounds, 3 classes; ``tools/dataset_converters/make_shapes_coco.py``) into
+``data/shapes_coco_demo``, trains
+``configs/peg_deformable_detr/deformable-detr-{nope,sine,peg}_r18-quarter_*_shapes.py`` under
+identical settings (same seed, data order and schedule; the three differ only in
+``encoder_pos``) as three processes side by side (one thread each), evaluates each on the val
+split with mmdet's ``CocoMetric`` (pycocotools) a few times during training, prints a table and
+writes ``<work-dir>/demo.png``: val mAP against iteration for the three encodings and a few val
+images with the PEG model's boxes drawn by mmdet's ``DetLocalVisualizer``::
 
-    python tools/demo.py                 # a few minutes per model on 2 CPU cores
+    python tools/demo.py                 # the demo (~7.5 min on 2 CPU cores, see README)
     python tools/demo.py --quick         # seconds: a smoke run (tiny data, a few iterations)
+    python tools/demo.py --only peg --iters 1000
     python tools/demo.py --data-root /data/coco --iters 5000   # a real COCO tree
 
 ``--data-root`` expects the COCO layout (``annotations/instances_{train,val}2017.json``,
@@ -17,18 +22,27 @@ head to 80 classes.
 """
 import argparse
 import copy
+import hashlib
+import json
 import os
 import os.path as osp
+import subprocess
 import sys
 import time
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG_DIR = osp.join(REPO, 'configs', 'peg_deformable_detr')
-CONFIGS = {
-    'peg': osp.join(CONFIG_DIR, 'deformable-detr-peg_r18-half_1xb4-400i_shapes.py'),
-    'sine': osp.join(CONFIG_DIR, 'deformable-detr-sine_r18-half_1xb4-400i_shapes.py'),
-}
-METRICS = ('bbox_mAP', 'bbox_mAP_50', 'bbox_mAP_75', 'bbox_mAP_s', 'bbox_mAP_m', 'bbox_mAP_l')
+# the rows of CPVT Table 4: "w/o PE", the stock sine PE, "w/o PE + PEG"
+ENCODINGS = ('none', 'sine', 'peg')
+CONFIG_NAME = 'deformable-detr-{}_r18-quarter_1xb4-2500i_shapes.py'
+CONFIGS = {pe: osp.join(CONFIG_DIR, CONFIG_NAME.format('nope' if pe == 'none' else pe))
+           for pe in ENCODINGS}
+METRICS = ('bbox_mAP', 'bbox_mAP_50', 'bbox_mAP_75', 'bbox_mAP_s', 'bbox_mAP_m', 'bbox_mAP_l',
+           'bbox_AR@100')
+# the demo's dataset (tools/dataset_converters/make_shapes_coco.py)
+SHAPES = dict(num_train=1000, num_val=100, min_size=96, max_size=128, object_size=(0.25, 0.5))
+SHAPES_QUICK = dict(num_train=16, num_val=8, min_size=96, max_size=128, object_size=(0.25, 0.5))
+NUM_SHOW = 4  # val images drawn with the PEG model's boxes
 
 
 def parse_args(argv=None):
@@ -41,28 +55,61 @@ def parse_args(argv=None):
     parser.add_argument('--val-ann', default='annotations/instances_val2017.json')
     parser.add_argument('--val-img', default='val2017/')
     parser.add_argument('--iters', type=int, help='training iterations (default: config)')
-    parser.add_argument('--batch-size', type=int, help='images per iteration (default: config, 4)')
+    parser.add_argument('--val-interval', type=int,
+                        help='evaluate on val every this many iterations (default: config)')
+    parser.add_argument('--batch-size', type=int, help='images per iteration (default: config)')
     parser.add_argument('--work-dir', default=osp.join(REPO, 'work_dirs', 'demo'))
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--only', choices=sorted(CONFIGS), action='append',
-                        help='train only this model (repeatable)')
+    parser.add_argument('--only', choices=ENCODINGS, action='append',
+                        help='train only this encoding (repeatable)')
+    parser.add_argument('--jobs', type=int, default=len(ENCODINGS),
+                        help='models trained at the same time, one process each (default: 3)')
+    parser.add_argument('--threads', type=int, default=1,
+                        help='torch threads per process (default: 1)')
+    parser.add_argument('--num-train', type=int, help='shapes_coco training images')
+    parser.add_argument('--num-val', type=int, help='shapes_coco val images')
+    parser.add_argument('--img-size', type=int, nargs=2, metavar=('MIN', 'MAX'),
+                        help='shapes_coco image sides (random in [MIN, MAX])')
+    parser.add_argument('--object-size', type=float, nargs=2, metavar=('LO', 'HI'),
+                        help='shapes_coco object sizes, fractions of the shorter image side')
+    parser.add_argument('--max-objects', type=int, help='shapes_coco objects per image, at most')
+    parser.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
+                        help="override config keys, as in mmengine's DictAction")
+    parser.add_argument('--worker', choices=ENCODINGS, help=argparse.SUPPRESS)
+    parser.add_argument('--data-dir', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def prepare_shapes(quick):
+def shapes_params(args):
+    params = dict(SHAPES_QUICK if args.quick else SHAPES)
+    if args.num_train:
+        params['num_train'] = args.num_train
+    if args.num_val:
+        params['num_val'] = args.num_val
+    if args.img_size:
+        params['min_size'], params['max_size'] = args.img_size
+    if args.object_size:
+        params['object_size'] = tuple(args.object_size)
+    if args.max_objects:
+        params['max_objects'] = args.max_objects
+    return params
+
+
+def prepare_shapes(args):
+    """Generate shapes_coco (skipped when already there) and return its root."""
     sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
     from make_shapes_coco import make_shapes_coco
-    if quick:
-        root = osp.join(REPO, 'data', 'shapes_coco_quick')
-        make_shapes_coco(root, num_train=16, num_val=8, min_size=96, max_size=128, seed=0)
-    else:
-        root = osp.join(REPO, 'data', 'shapes_coco')
-        make_shapes_coco(root, seed=0)
-    return root
+    params = shapes_params(args)
+    default = SHAPES_QUICK if args.quick else SHAPES
+    name = 'shapes_coco_demo_quick' if args.quick else 'shapes_coco_demo'
+    if params != default:  # other settings get their own folder
+        name += '_' + hashlib.sha1(repr(sorted(params.items())).encode()).hexdigest()[:8]
+    return make_shapes_coco(osp.join(REPO, 'data', name), seed=0, **params)
 
 
 def build_cfg(pe, args, data_root):
-    from mmengine.config import Config
+    """The config of encoding ``pe`` with the demo's command-line settings applied."""
+    from mmengine.config import Config, DictAction
     cfg = Config.fromfile(CONFIGS[pe])
     root = data_root.rstrip('/') + '/'
     for loader in (cfg.train_dataloader, cfg.val_dataloader, cfg.test_dataloader):
@@ -80,49 +127,201 @@ def build_cfg(pe, args, data_root):
     else:
         val_ann = osp.join(root, 'annotations/instances_val.json')
     cfg.val_evaluator.ann_file = val_ann
+    cfg.val_evaluator.metric_items = [m[len('bbox_'):] for m in METRICS]
     cfg.test_evaluator = copy.deepcopy(cfg.val_evaluator)
-    iters = args.iters or (6 if args.quick else cfg.train_cfg.max_iters)
+    if args.cfg_options:
+        options = argparse.Namespace()
+        DictAction(option_strings=[], dest='o')(None, options, args.cfg_options)
+        cfg.merge_from_dict(options.o)
+    config_iters = cfg.train_cfg.max_iters
+    iters = args.iters or (6 if args.quick else config_iters)
+    interval = args.val_interval or (3 if args.quick else cfg.train_cfg.val_interval)
+    if args.iters and not args.val_interval:  # keep the config's number of evaluations
+        interval = max(1, round(iters * cfg.train_cfg.val_interval / config_iters))
     cfg.train_cfg.max_iters = iters
-    cfg.train_cfg.val_interval = iters + 1
-    cfg.param_scheduler = [
-        dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0,
-             end=max(1, min(50, iters // 10))),
-        dict(type='MultiStepLR', by_epoch=False, begin=0, end=iters,
-             milestones=[max(1, int(iters * 0.8))], gamma=0.1)
-    ]
+    cfg.train_cfg.val_interval = interval
+    # the config's schedule (warm-up, then steps at fixed fractions), stretched to ``iters``
+    for sched in cfg.param_scheduler:
+        if sched.type == 'LinearLR':
+            sched.end = max(1, min(sched.end, iters // 10))
+        else:
+            sched.end = iters
+            if 'milestones' in sched:
+                sched.milestones = [max(1, round(m * iters / config_iters))
+                                    for m in sched.milestones]
     cfg.default_hooks.checkpoint.interval = iters
     cfg.default_hooks.logger.interval = max(1, min(50, iters // 4))
-    batch = args.batch_size or (2 if args.quick else cfg.train_dataloader.batch_size)
-    cfg.train_dataloader.batch_size = batch
+    if args.batch_size or args.quick:
+        cfg.train_dataloader.batch_size = args.batch_size or 2
     cfg.randomness = dict(seed=args.seed)
     cfg.work_dir = osp.join(args.work_dir, pe)
     cfg.launcher = 'none'
     return cfg
 
 
-def run_one(pe, args, data_root):
+def make_curve_hook(curve_file):
+    """A hook that appends each validation's metrics, with the training time so far (process
+    CPU time and wall time, validation excluded), to the JSON-lines file ``curve_file``."""
+    from mmengine.hooks import Hook
+
+    class CurveHook(Hook):
+        priority = 'LOWEST'
+
+        def before_train(self, runner):
+            self.start = (time.process_time(), time.perf_counter())
+            self.val_time = [0.0, 0.0]
+
+        def before_val_epoch(self, runner):
+            self.val_start = (time.process_time(), time.perf_counter())
+
+        def after_val_epoch(self, runner, metrics=None):
+            now = (time.process_time(), time.perf_counter())
+            for i in range(2):
+                self.val_time[i] += now[i] - self.val_start[i]
+            point = dict(
+                iter=runner.iter,
+                train_cpu=now[0] - self.start[0] - self.val_time[0],
+                train_wall=now[1] - self.start[1] - self.val_time[1],
+                val_cpu=self.val_time[0],
+                metrics={k: float(v) for k, v in (metrics or {}).items()})
+            with open(curve_file, 'a') as f:
+                f.write(json.dumps(point) + '\n')
+
+    return CurveHook()
+
+
+def predict_samples(runner, num):
+    """Predictions of the trained model on the first ``num`` val images (original scale)."""
+    import torch
+    model = runner.model
+    model.eval()
+    out = []
+    loader = runner.val_dataloader
+    with torch.no_grad():
+        for batch in loader:
+            for sample in model.test_step(batch):
+                pred = sample.pred_instances
+                out.append(dict(img_path=sample.img_path,
+                                bboxes=pred.bboxes.tolist(), scores=pred.scores.tolist(),
+                                labels=pred.labels.tolist()))
+            if len(out) >= num:
+                break
+    return out[:num]
+
+
+def run_worker(args):
+    """Train one encoding (``--worker``); write its curve and result files."""
+    import torch
     from mmengine.runner import Runner
 
     import mmposenc.registry  # noqa: F401
-    cfg = build_cfg(pe, args, data_root)
+    torch.set_num_threads(args.threads)
+    pe = args.worker
+    cfg = build_cfg(pe, args, args.data_dir)
+    os.makedirs(cfg.work_dir, exist_ok=True)
+    curve_file = osp.join(cfg.work_dir, 'curve.jsonl')
+    if osp.exists(curve_file):
+        os.remove(curve_file)
     runner = Runner.from_cfg(cfg)
+    runner.register_hook(make_curve_hook(curve_file))
     num_params = sum(p.numel() for p in runner.model.parameters())
-    t0 = time.perf_counter()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     runner.train()
-    train_time = time.perf_counter() - t0
-    metrics = runner.val()
-    return dict(pe=pe, params=num_params, train_time=train_time,
-                iters=cfg.train_cfg.max_iters, metrics=metrics)
+    total_cpu, total_wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    with open(curve_file) as f:
+        curve = [json.loads(line) for line in f]
+    result = dict(pe=pe, params=num_params, iters=cfg.train_cfg.max_iters,
+                  batch_size=cfg.train_dataloader.batch_size, threads=args.threads,
+                  curve=curve, metrics=curve[-1]['metrics'],
+                  train_cpu=curve[-1]['train_cpu'], train_wall=curve[-1]['train_wall'],
+                  total_cpu=total_cpu, total_wall=total_wall,
+                  samples=predict_samples(runner, NUM_SHOW) if pe == 'peg' else [])
+    with open(osp.join(cfg.work_dir, 'result.json'), 'w') as f:
+        json.dump(result, f)
+
+
+def worker_argv(args):
+    """The command-line options a worker process needs to build the same config."""
+    argv = ['--quick'] if args.quick else []
+    names = ['iters', 'val_interval', 'batch_size', 'seed', 'threads']
+    if args.data_root:
+        names += ['data_root', 'train_ann', 'train_img', 'val_ann', 'val_img']
+    for name in names:
+        value = getattr(args, name)
+        if value is not None:
+            argv += ['--' + name.replace('_', '-'), str(value)]
+    if args.cfg_options:
+        argv += ['--cfg-options', *args.cfg_options]
+    return argv
+
+
+def run_all(args, data_root, encodings):
+    """Train ``encodings`` as ``args.jobs`` parallel worker processes; return their results."""
+    pending, running, results = list(encodings), {}, {}
+    shown = {pe: 0 for pe in encodings}
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    argv = worker_argv(args)
+    while pending or running:
+        while pending and len(running) < max(1, args.jobs):
+            pe = pending.pop(0)
+            work_dir = osp.join(args.work_dir, pe)
+            os.makedirs(work_dir, exist_ok=True)
+            for name in ('curve.jsonl', 'result.json'):
+                if osp.exists(osp.join(work_dir, name)):
+                    os.remove(osp.join(work_dir, name))
+            log = open(osp.join(work_dir, 'demo.log'), 'w')
+            cmd = [sys.executable, osp.abspath(__file__), *argv, '--worker', pe,
+                   '--data-dir', data_root, '--work-dir', args.work_dir]
+            running[pe] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                            cwd=REPO, env=env), log)
+            print(f'[{pe}] training (log: {osp.relpath(log.name, REPO)})', flush=True)
+        time.sleep(0.5)
+        for pe in list(running):
+            proc, log = running[pe]
+            shown[pe] = report_progress(args, pe, shown[pe])
+            if proc.poll() is None:
+                continue
+            log.close()
+            del running[pe]
+            if proc.returncode != 0:
+                with open(log.name) as f:
+                    tail = f.read()[-4000:]
+                raise RuntimeError(f'training {pe} failed (exit {proc.returncode}); the end '
+                                   f'of {log.name}:\n{tail}')
+            with open(osp.join(args.work_dir, pe, 'result.json')) as f:
+                results[pe] = json.load(f)
+    return [results[pe] for pe in encodings]
+
+
+def report_progress(args, pe, shown):
+    """Print the validation points of ``pe`` not printed yet; return how many are printed."""
+    curve_file = osp.join(args.work_dir, pe, 'curve.jsonl')
+    if not osp.exists(curve_file):
+        return shown
+    with open(curve_file) as f:
+        lines = [line for line in f if line.endswith('\n')]
+    for line in lines[shown:]:
+        p = json.loads(line)
+        m = p['metrics']
+        print(f"[{pe}] iter {p['iter']}: mAP {m.get('coco/bbox_mAP', float('nan')):.3f}, "
+              f"mAP_50 {m.get('coco/bbox_mAP_50', float('nan')):.3f} "
+              f"(training so far: {p['train_cpu']:.0f} s CPU, {p['train_wall']:.0f} s wall)",
+              flush=True)
+    return len(lines)
 
 
 def format_table(results):
-    header = ['encoder PE', 'params'] + [m.replace('bbox_', '') for m in METRICS] + [
-        'train s', 'iters']
+    """Markdown table of the final metrics; a metric that is -1 for every model (COCO's value
+    when no object of that size exists, e.g. mAP_l on shapes_coco) is left out."""
+    metrics = [m for m in METRICS
+               if any(r['metrics'].get(f'coco/{m}', -1.0) != -1.0 for r in results)]
+    header = ['encoder PE', 'params'] + [m.replace('bbox_', '') for m in metrics] + [
+        'train CPU s', 'train wall s', 'iters']
     rows = []
     for r in results:
-        values = [r['metrics'].get(f'coco/{m}', float('nan')) for m in METRICS]
-        rows.append([r['pe'], f"{r['params'] / 1e6:.2f}M"] + [f'{v:.3f}' for v in values] +
-                    [f"{r['train_time']:.0f}", str(r['iters'])])
+        values = [r['metrics'].get(f'coco/{m}', float('nan')) for m in metrics]
+        rows.append([r['pe'], f"{r['params'] / 1e6:.3f}M"] + [f'{v:.3f}' for v in values] +
+                    [f"{r['train_cpu']:.0f}", f"{r['train_wall']:.0f}", str(r['iters'])])
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     line = lambda cells: '| ' + ' | '.join(  # noqa: E731
         str(c).ljust(w) for c, w in zip(cells, widths)) + ' |'
@@ -131,15 +330,100 @@ def format_table(results):
     return '\n'.join(out)
 
 
+def draw_figure(results, val_ann, out_file, title):
+    """Val mAP against iteration for each encoding, and the PEG model's boxes on val images
+    (drawn by mmdet's ``DetLocalVisualizer``, ground truth on the left of each pair)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import mmcv
+    import numpy as np
+    import torch
+    from mmdet.structures import DetDataSample
+    from mmdet.visualization import DetLocalVisualizer
+    from mmengine.structures import InstanceData
+
+    samples = next((r['samples'] for r in results if r['pe'] == 'peg'), [])
+    ncols = 3 if samples else 1
+    fig = plt.figure(figsize=(12.5 if samples else 5.5, 5), dpi=100)
+    grid = fig.add_gridspec(2, ncols, width_ratios=[1.2, 1, 1][:ncols])
+    ax = fig.add_subplot(grid[:, 0])
+    for r in results:
+        iters = [p['iter'] for p in r['curve']]
+        maps = [p['metrics'].get('coco/bbox_mAP', float('nan')) for p in r['curve']]
+        ax.plot(iters, maps, marker='o', label=f"{r['pe']} ({maps[-1]:.3f})")
+    ax.set_xlabel('iteration')
+    ax.set_ylabel('val mAP@[.5:.95]')
+    ax.set_title('encoder position encoding')
+    ax.grid(alpha=0.3)
+    ax.legend()
+    if samples:
+        with open(val_ann) as f:
+            coco = json.load(f)
+        cats = sorted(coco['categories'], key=lambda c: c['id'])
+        cat_index = {c['id']: i for i, c in enumerate(cats)}
+        by_name = {img['file_name']: img['id'] for img in coco['images']}
+        gts = {}
+        for ann in coco['annotations']:
+            gts.setdefault(ann['image_id'], []).append(ann)
+        vis = DetLocalVisualizer(name=f'demo_{os.getpid()}_{time.time()}', line_width=2)
+        vis.dataset_meta = dict(classes=[c['name'] for c in cats])
+        if len(cats) == 3:  # shapes_coco: the configs' palette; else mmdet's fixed random one
+            vis.dataset_meta['palette'] = [(220, 20, 60), (0, 128, 255), (60, 180, 75)]
+        scale = 4  # the images are small: draw on a nearest-upscaled copy
+        for k, s in enumerate(samples[:4]):
+            img = mmcv.imread(s['img_path'], channel_order='rgb')
+            img = np.ascontiguousarray(img.repeat(scale, 0).repeat(scale, 1))
+            anns = gts.get(by_name.get(osp.basename(s['img_path'])), [])
+            gt_boxes = [[a['bbox'][0], a['bbox'][1], a['bbox'][0] + a['bbox'][2],
+                         a['bbox'][1] + a['bbox'][3]] for a in anns]
+            sample = DetDataSample()
+            sample.gt_instances = InstanceData(
+                bboxes=torch.tensor(gt_boxes, dtype=torch.float32).reshape(-1, 4) * scale,
+                labels=torch.tensor([cat_index[a['category_id']] for a in anns],
+                                    dtype=torch.long))
+            sample.pred_instances = InstanceData(
+                bboxes=torch.tensor(s['bboxes'], dtype=torch.float32).reshape(-1, 4) * scale,
+                scores=torch.tensor(s['scores']), labels=torch.tensor(s['labels']))
+            vis.add_datasample('val', img, data_sample=sample, draw_gt=True, draw_pred=True,
+                               show=False, pred_score_thr=0.3)
+            sub = fig.add_subplot(grid[k // 2, 1 + k % 2])
+            sub.imshow(vis.get_image())
+            sub.set_axis_off()
+            sub.set_title('ground truth | PEG (score > 0.3)', fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out_file)
+    plt.close(fig)
+    return out_file
+
+
 def main(argv=None):
     args = parse_args(argv)
     os.chdir(REPO)
-    data_root = args.data_root or prepare_shapes(args.quick)
-    results = [run_one(pe, args, data_root) for pe in (args.only or ['peg', 'sine'])]
-    source = args.data_root or f'shapes_coco ({data_root})'
-    print(f'\nDeformable-DETR on {source}: encoder position encoding, COCO bbox metrics '
-          '(pycocotools), identical settings\n')
+    if args.worker:
+        return run_worker(args)
+    t0 = time.perf_counter()
+    data_root = args.data_root or prepare_shapes(args)
+    encodings = [pe for pe in ENCODINGS if pe in (args.only or ENCODINGS)]
+    results = run_all(args, data_root, encodings)
+    wall = time.perf_counter() - t0
+    source = args.data_root or f'shapes_coco ({osp.relpath(data_root, REPO)})'
+    r0 = results[0]
+    print(f'\nDeformable-DETR on {source}: encoder position encoding, val COCO bbox metrics '
+          f"(pycocotools); identical seed, data and schedule ({r0['iters']} iterations of "
+          f"{r0['batch_size']} images, {r0['threads']} thread(s) per model, "
+          f'{min(args.jobs, len(results))} model(s) at a time)\n')
     print(format_table(results))
+    os.makedirs(args.work_dir, exist_ok=True)
+    val_ann = osp.join(data_root, args.val_ann if args.data_root else
+                       'annotations/instances_val.json')
+    out_file = draw_figure(
+        results, val_ann, osp.join(args.work_dir, 'demo.png'),
+        f"Deformable-DETR on {osp.basename(data_root.rstrip('/'))}, "
+        f"{r0['iters']} iterations of {r0['batch_size']}")
+    print(f'\nfigure: {out_file}\ntotal wall time (data, training, evaluation, figure): '
+          f'{wall:.0f} s')
     return results
 
 

@@ -9,9 +9,11 @@
 #      rebuilds it (pip's own wheel cache is not keyed on torch and is bypassed on purpose);
 #   3. mmengine, mmdet, mmsegmentation, mmpretrain, onnx + onnxruntime and the rest, constrained
 #      to the pins;
-#   4. mmposenc itself in editable mode.
-# A stamp in .venv records the hash of pins.txt and of this script: when it matches and the
-# stack imports, the script returns in a few seconds.
+#   4. openmim (`mim search` / `mim train`) without its opendatalab requirement (see pins.txt);
+#   5. mmposenc itself in editable mode (setup.py links configs/, tools/ and model-index.yml
+#      into mmposenc/.mim, where mmengine's `mmposenc::` loader and mim look for them).
+# A stamp in .venv records the hash of pins.txt, of this script and of setup.py: when it
+# matches and the stack imports, the script returns in a few seconds.
 #
 # Environment: MMPOSENC_VENV (default <repo>/.venv), MMPOSENC_CACHE, PYTHON (default python3),
 # MAX_JOBS (compile jobs, default nproc), FORCE_CUDA=1 (build CUDA ops without a visible GPU).
@@ -45,6 +47,9 @@ check_stack() {
 import torch, torchvision, mmcv, mmcv.ops, mmengine, mmdet, mmseg, mmpretrain, mmposenc  # noqa
 import pkg_resources  # noqa: mmengine needs it to resolve 'mmdet::' configs
 import torchvision.ops  # fails when torch and torchvision builds do not match
+import mim.commands.search, modelindex, pandas  # noqa: `mim search mmposenc`
+import os.path as osp, mmposenc.utils
+assert osp.isfile(osp.join(mmposenc.utils.PACKAGE_DIR, '.mim', 'model-index.yml'))
 EOF
 }
 
@@ -121,6 +126,11 @@ say "installing mmengine, mmdet, mmsegmentation, mmpretrain, pycocotools, onnx(r
     "regex==$(pin regex)" "numpy==$(pin numpy)" "opencv-python==$(pin opencv-python)" \
     "pytest==$(pin pytest)" "setuptools==$(pin setuptools)" \
     "onnx==$(pin onnx)" "onnxruntime==$(pin onnxruntime)" "protobuf==$(pin protobuf)"
+say "installing openmim (without opendatalab, see pins.txt)"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" "model-index==$(pin model-index)" \
+    "pandas==$(pin pandas)" "tabulate==$(pin tabulate)" "colorama==$(pin colorama)" \
+    "requests==$(pin requests)"
+"${PIP[@]}" install -q --no-deps -c "$CONSTRAINTS" "openmim==$(pin openmim)"
 say "installing mmposenc (editable)"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 

@@ -1,9 +1,20 @@
 """Evaluate a checkpoint of any mmposenc config with mmengine's Runner.
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out results.pkl]
-        [--cfg-options k=v ...] [--launcher pytorch]
+        [--cfg-options k=v ...] [--launcher pytorch] [--allow-partial-load] [--tta]
 
 The metrics are those of the config's ``test_evaluator`` (CocoMetric, IoUMetric, Accuracy, ...).
+
+``--tta`` tests with the config's test-time augmentation, as mmpretrain's test tool does: its
+``tta_model`` wraps the model (``module``) and its ``tta_pipeline`` becomes the test pipeline
+(e.g. the CAPE UniViT config: views at r - 32, r, r + 32, each resized from the source image).
+
+The checkpoint must fit the config's model: a missing, unexpected or resized weight (say, a
+PEG-DETR checkpoint with the sine config) is an error naming the keys, since mmengine's own
+non-strict load would evaluate a partly random model with only a warning.
+``--allow-partial-load`` loads the matching weights anyway (with that warning). The file is
+loaded safely (``weights_only=True``, see :mod:`mmposenc.engine.checkpoint`); such errors end
+the tool with one line on stderr.
 """
 import argparse
 import os
@@ -27,6 +38,14 @@ def parse_args(argv=None):
     parser.add_argument(
         '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
         help='job launcher')
+    parser.add_argument(
+        '--allow-partial-load', action='store_true',
+        help='evaluate even if the checkpoint lacks weights of the model or holds others '
+        '(by default an error that names the keys)')
+    parser.add_argument(
+        '--tta', action='store_true',
+        help="test-time augmentation: the config's tta_model wraps its model and its "
+        'tta_pipeline replaces the test pipeline')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
@@ -34,12 +53,67 @@ def parse_args(argv=None):
     return args
 
 
+def checkpoint_fit_hook(filename, allow_partial=False):
+    """A hook that checks, when the Runner loads ``filename``, that its weights fit the model.
+
+    Runs last among the ``after_load_checkpoint`` hooks (after, e.g., EMA hooks swapped their
+    weights in), on the state dict mmengine is about to load.
+
+    Raises:
+        CheckpointMismatchError: (unless ``allow_partial``) naming the missing, unexpected and
+            resized keys.
+    """
+    from mmengine.hooks import Hook
+    from mmengine.model import BaseTTAModel, is_model_wrapper
+
+    from mmposenc.engine import (CheckpointMismatchError, describe_mismatch,
+                                 state_dict_mismatch)
+
+    class CheckpointFitHook(Hook):
+        priority = 'LOWEST'
+
+        def after_load_checkpoint(self, runner, checkpoint):
+            model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+            if isinstance(model, BaseTTAModel):  # --tta: the weights load into its module
+                model = model.module
+            summary = describe_mismatch(state_dict_mismatch(model, checkpoint))
+            if not summary:
+                return
+            if not allow_partial:
+                raise CheckpointMismatchError(
+                    f'{filename} does not fit the model of the config: {summary}; '
+                    'evaluating it would test a partly random model. Use the config the '
+                    'checkpoint was trained with, or pass --allow-partial-load to load the '
+                    'matching weights anyway')
+            runner.logger.warning(f'--allow-partial-load: {filename} loads partially: {summary}')
+
+    return CheckpointFitHook()
+
+
+def apply_tta(cfg):
+    """Wrap ``cfg.model`` in ``cfg.tta_model`` and test on ``cfg.tta_pipeline``.
+
+    Raises:
+        ValueError: the config has no ``tta_model`` or no ``tta_pipeline``.
+    """
+    from mmengine.config import ConfigDict
+    missing = [k for k in ('tta_model', 'tta_pipeline') if k not in cfg]
+    if missing:
+        raise ValueError(f'--tta needs {" and ".join(missing)} in the config')
+    cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
+    cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
+
+
 def main(argv=None):
+    from mmposenc.engine import check_checkpoint_file
     args = parse_args(argv)
     if not osp.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist')
+    check_checkpoint_file(args.checkpoint)  # a text file fails here, before the Runner
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     cfg.load_from = args.checkpoint
+    if args.tta:
+        apply_tta(cfg)
     if args.out is not None:
         if not args.out.endswith(('.pkl', '.pickle')):
             raise ValueError(f'--out must be a .pkl file, got {args.out}')
@@ -48,9 +122,17 @@ def main(argv=None):
             evaluators = [evaluators]
         cfg.test_evaluator = list(evaluators) + [dict(type='DumpResults', out_file_path=args.out)]
     runner = build_runner(cfg)
+    runner.register_hook(checkpoint_fit_hook(args.checkpoint, args.allow_partial_load))
     metrics = runner.test()
     return metrics
 
 
 if __name__ == '__main__':
-    main()
+    from mmposenc.engine import (CheckpointMismatchError, InvalidCheckpointError,
+                                 UnsafeCheckpointError)
+    from mmposenc.registry import UnknownTypeError
+    try:
+        main()
+    except (FileNotFoundError, InvalidCheckpointError, UnsafeCheckpointError,
+            CheckpointMismatchError, UnknownTypeError) as err:
+        raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback

@@ -80,4 +80,9 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    from mmposenc.engine import InvalidCheckpointError, UnsafeCheckpointError
+    from mmposenc.registry import UnknownTypeError
+    try:
+        main()
+    except (InvalidCheckpointError, UnsafeCheckpointError, UnknownTypeError) as err:
+        raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback

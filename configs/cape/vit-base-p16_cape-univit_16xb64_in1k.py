@@ -1,18 +1,42 @@
-# UniViT (CAPE paper): ViT-B/16 + CAPE trained on a random resolution per batch,
-# 128, 160, ..., 320 (the preprocessed 224 x 224 crops are resized batch-wise). Evaluate with
-# resolution test-time augmentation (mean logits at r - 32, r, r + 32) by running the test
-# script with --tta: tta_model wraps the classifier.
+# UniViT (CAPE Sec. 5.1.2): ViT-B/16 + CAPE without global scaling (lambda = 1, "scaling is set
+# to lambda = 1"; CAPE Table 3 "UniViT, lambda = 1" is the UniViT of Table 1), trained on
+# images resized per batch to a size drawn from 128, 160, ..., 320. The size is drawn by the
+# batch sampler and applied by the pipeline's RandomResizedCrop, which crops and resizes the
+# source image at that size (a 320 batch is not an upsampled 224 crop). Rest of the recipe:
+# the CAPE ViT config (DeiT-B).
+# Evaluation: the plain test pipeline at 224; `tools/test.py --tta` averages the logits of the
+# views at 192, 224 and 256 (CAPE Sec. 5.1.3, Table 1), each resized from the source image.
 _base_ = ['vit-base-p16_cape_16xb64_in1k.py']
 
-model = dict(
-    data_preprocessor=dict(  # takes precedence over the base's top-level data_preprocessor
-        type='mmposenc.RandomResolutionDataPreprocessor',  # RandomResolutionDataPreprocessor
-        preprocessor=dict(
-            type='mmpretrain.ClsDataPreprocessor',
-            num_classes=1000,
-            mean=[123.675, 116.28, 103.53],
-            std=[58.395, 57.12, 57.375],
-            to_rgb=True),
-        sizes=list(range(128, 321, 32))))
+custom_imports = dict(imports=['mmposenc.models', 'mmposenc.datasets'],
+                      allow_failed_imports=False)
 
-tta_model = dict(type='mmposenc.ResolutionTTAClassifier', offsets=(-32, 0, 32))
+model = dict(backbone=dict(pos_encoding=dict(max_global_scaling=1.0)))  # lambda = 1
+
+train_dataloader = dict(
+    batch_sampler=dict(
+        type='mmposenc.RandomResolutionBatchSampler',  # one size per batch
+        sizes=list(range(128, 321, 32))),
+    dataset=dict(
+        _delete_=True,
+        type='mmposenc.RandomResolutionDataset',  # sets RandomResizedCrop to that size
+        dataset={{_base_.train_dataloader.dataset}}))
+
+# Resolution TTA: r - 32, r, r + 32 with r = 224; every view is ResizeEdge + CenterCrop of
+# the source image at the DeiT test ratio 224 / 256 (the paper does not give its crop).
+tta_model = dict(type='mmposenc.ResolutionTTAClassifier')
+tta_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(
+        type='TestTimeAug',
+        transforms=[
+            [
+                dict(type='Compose', transforms=[
+                    dict(type='ResizeEdge', scale=int(s * 256 / 224), edge='short',
+                         backend='pillow', interpolation='bicubic'),
+                    dict(type='CenterCrop', crop_size=s),
+                ]) for s in (192, 224, 256)
+            ],
+            [dict(type='PackInputs')],
+        ]),
+]

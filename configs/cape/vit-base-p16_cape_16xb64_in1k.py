@@ -1,9 +1,13 @@
-# ViT-B/16 with CAPE (CAPE paper, Sec. 5 / App. "Image recognition"): DeiT-B whose learnable
-# position embedding is replaced by the 2D continuous augmented embedding; the class token keeps
-# a learnable embedding. Training recipe = DeiT-B's (AdamW, lr 5e-4 * batch / 512, weight
-# decay 0.05, 300 epochs cosine, label smoothing 0.1, RandAugment, Mixup 0.8, CutMix 1.0,
-# random erasing, stochastic depth 0.1), at 224 x 224.
+# ViT-B/16 with CAPE (CAPE Sec. 5.1): DeiT-B whose learnable position embedding is replaced by
+# the 2D continuous augmented embedding (Delta_max = 0.5, eps_max = 1/N, lambda_max = 1.4); the
+# class token keeps a learnable embedding. Training recipe = DeiT-B's, as CAPE footnote 2 lists
+# it (AdamW, lr 5e-4 * batch / 512, weight decay 0.05, 300 epochs cosine, label smoothing 0.1,
+# RandAugment, Mixup 0.8, CutMix 1.0, random erasing, repeated augmentation, stochastic
+# depth 0.1), at 224 x 224.
 _base_ = ['mmpretrain::deit/deit-base_16xb64_in1k.py']
+
+# repeated augmentation (CAPE footnote 2; mmpretrain's DeiT config uses the DefaultSampler)
+train_dataloader = dict(sampler=dict(type='RepeatAugSampler', shuffle=True))
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
 

@@ -1,6 +1,6 @@
 # CPVT-B-GAP: no class token at all; the classifier reads the global average of the
-# (final-normalised) patch tokens (CPVT paper Fig. 1c). As in the paper's GAP rows (its
-# Table 5, marked with a double dagger), one PEG after each of encoder layers 0-5.
+# (final-normalised) patch tokens (CPVT [L] Fig. 1c). As in the paper's GAP rows ([L]
+# Table 3, marked with a double dagger), one PEG after each of encoder layers 0-5.
 _base_ = ['cpvt-base-0to5_16xb64_in1k.py']
 
 model = dict(backbone=dict(out_type='avg_featmap'))

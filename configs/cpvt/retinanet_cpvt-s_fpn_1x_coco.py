@@ -20,8 +20,9 @@ model = dict(
         out_type='featmap',
         out_indices=(5, 8, 11),
         drop_path_rate=0.1,
-        # an mmpretrain classifier checkpoint of configs/cpvt/cpvt-small(-gap)_4xb256_in1k.py
-        init_cfg=None),
+        # ImageNet weights: the checkpoint tools/train.py writes for cpvt-small-gap_4xb256_in1k.py
+        init_cfg=dict(type='Pretrained', prefix='backbone.',
+                      checkpoint='work_dirs/cpvt-small-gap_4xb256_in1k/epoch_300.pth')),
     neck=[
         dict(type='mmposenc.SimplePyramid', in_channels=embed_dims,
              scales=(2, 1, 0.5)),  # strides 16 -> 8, 16, 32

@@ -2,7 +2,7 @@
 # CAPE paper has no detection experiments): the sine encoding of every level is replaced by
 # CAPE2d of that level's grid with its own padding mask (each image's valid region scaled to
 # [-1, 1], so all levels share one frame), plus the learnt level embedding as with the sine.
-# Same CPVT 50-epoch recipe as the sine config.
+# Same recipe as the sine config (the Deformable-DETR paper's).
 _base_ = './deformable-detr-sine_r50_16xb2-50e_coco.py'
 
 model = dict(

@@ -1,5 +1,5 @@
-# Deformable-DETR single-scale on dilated C5 (DC5, stride 16),
-# w/o PE (CPVT Table 4).
+# Deformable-DETR single-scale on dilated C5 (DC5, stride 16) without any encoder position
+# encoding. Not a row of CPVT [E] Table 4 (it has no "DD w/o PE"): the control of the PEG row.
 _base_ = './deformable-detr-sine_r50_16xb2-50e_coco.py'
 
 model = dict(
@@ -8,6 +8,6 @@ model = dict(
     num_feature_levels=1,
     backbone=dict(
         out_indices=(3, ), strides=(1, 2, 2, 1), dilations=(1, 1, 1, 2)),
-    neck=dict(in_channels=[2048], num_outs=1),  # ChannelMapper
+    neck=dict(in_channels=[2048], num_outs=1),  # MaskedChannelMapper
     encoder=dict(layer_cfg=dict(self_attn_cfg=dict(num_levels=1))),
     decoder=dict(layer_cfg=dict(cross_attn_cfg=dict(num_levels=1))))

@@ -1,4 +1,5 @@
-# Deformable-DETR single-scale (C5 only, stride 32), w/o PE + PEG (CPVT Table 4).
+# Deformable-DETR single-scale (C5 only, stride 32), w/o PE + PEG: CPVT [E] Table 4 row
+# "DD w/o PE + PEG" (39.7; "for DD, we always use single scale"). Deformable-DETR's own recipe.
 _base_ = './deformable-detr-sine_r50_16xb2-50e_coco.py'
 
 model = dict(
@@ -8,6 +9,6 @@ model = dict(
     peg_cfg=dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3),
     num_feature_levels=1,
     backbone=dict(out_indices=(3, )),
-    neck=dict(in_channels=[2048], num_outs=1),  # ChannelMapper
+    neck=dict(in_channels=[2048], num_outs=1),  # MaskedChannelMapper
     encoder=dict(layer_cfg=dict(self_attn_cfg=dict(num_levels=1))),
     decoder=dict(layer_cfg=dict(cross_attn_cfg=dict(num_levels=1))))

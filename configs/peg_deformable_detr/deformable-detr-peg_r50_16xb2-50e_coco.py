@@ -1,5 +1,6 @@
-# Deformable-DETR w/o PE + PEG (CPVT Table 4): the sine encoding of the encoder is replaced by
-# a masked PEG per feature level after the first encoder layer.
+# Deformable-DETR (4 levels) with the sine encoding of the encoder replaced by a masked PEG per
+# feature level after the first encoder layer. Beyond the paper: CPVT [E] Table 4 runs DD
+# single-scale only ("for DD, we always use single scale").
 _base_ = './deformable-detr-sine_r50_16xb2-50e_coco.py'
 
 model = dict(

@@ -1,4 +1,6 @@
 # Mask R-CNN + FPN, PVT-Small + PEG, 1x.
 _base_ = ['mask-rcnn_pvt-peg-t_fpn_1x_coco.py']
 
-model = dict(backbone=dict(arch='small'))
+model = dict(backbone=dict(
+    arch='small',
+    init_cfg=dict(checkpoint='work_dirs/pvt-peg-small_8xb128_in1k/epoch_300.pth')))

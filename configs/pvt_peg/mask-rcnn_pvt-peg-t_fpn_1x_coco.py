@@ -11,8 +11,9 @@ model = dict(
         arch='tiny',
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.1,
-        # an mmpretrain classifier checkpoint of configs/pvt_peg/pvt-peg-tiny_8xb128_in1k.py
-        init_cfg=None))
+        # ImageNet weights: the checkpoint tools/train.py writes for pvt-peg-tiny_8xb128_in1k.py
+        init_cfg=dict(type='Pretrained', prefix='backbone.',
+                      checkpoint='work_dirs/pvt-peg-tiny_8xb128_in1k/epoch_300.pth')))
 
 optim_wrapper = dict(
     paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # PVTPEG.pegs

@@ -1,6 +1,6 @@
-# PVT-Tiny + PEG + GAP (CPVT paper §5.2; the PVT-v1 analogue of Twins-PCPVT): PVT v1 without
-# its absolute position embeddings and class token, one PEG after the first block of each
-# stage, global average pooling of the last stage. Recipe of mmpretrain's Twins-PCPVT
+# PVT-Tiny + PEG + GAP (CPVT [L] §4.6 and Table 13: 78.1; the PVT-v1 analogue of
+# Twins-PCPVT): PVT v1 without its absolute position embeddings and class token, one PEG after
+# the first block of each stage, global average pooling of the last stage. Recipe of mmpretrain's Twins-PCPVT
 # (DeiT-style, 300 epochs, AdamW lr 5e-4 * 1024 / 512, weight decay 0.05, 5 warm-up epochs).
 _base_ = ['mmpretrain::twins/twins-pcpvt-small_8xb128_in1k.py']
 

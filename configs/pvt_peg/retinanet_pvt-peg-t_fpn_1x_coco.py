@@ -1,5 +1,5 @@
-# RetinaNet + FPN with PVT-Tiny + PEG (+GAP-pretrained) backbone, 1x schedule (CPVT paper
-# Table 13, PVT's detection setting). Compare with mmdet's own PVT-Tiny (absolute PE):
+# RetinaNet + FPN with PVT-Tiny + PEG (+GAP-pretrained) backbone, 1x schedule (CPVT [L]
+# Table 13: 38.7; PVT's detection setting). Compare with mmdet's own PVT-Tiny (absolute PE):
 # mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py.
 _base_ = ['mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py']
 
@@ -12,8 +12,9 @@ model = dict(
         arch='tiny',
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.1,
-        # an mmpretrain classifier checkpoint of configs/pvt_peg/pvt-peg-tiny_8xb128_in1k.py
-        init_cfg=None),
+        # ImageNet weights: the checkpoint tools/train.py writes for pvt-peg-tiny_8xb128_in1k.py
+        init_cfg=dict(type='Pretrained', prefix='backbone.',
+                      checkpoint='work_dirs/pvt-peg-tiny_8xb128_in1k/epoch_300.pth')),
     neck=dict(in_channels=[64, 128, 320, 512]))  # FPN
 
 optim_wrapper = dict(

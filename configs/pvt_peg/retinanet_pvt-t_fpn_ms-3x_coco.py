@@ -1,7 +1,7 @@
 # Baseline without PEG: RetinaNet + FPN with mmdet's PVT-Tiny v1 (absolute PE, the backbone of
 # mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py), 3x schedule (36 epochs) + multi-scale training.
 # Schedule, pipeline and optimizer come from retinanet_pvt-peg-t_fpn_ms-3x_coco.py, so the
-# +/- PEG rows of CPVT Table 13 differ only in the backbone.
+# +/- PEG rows of CPVT [L] Table 13 differ only in the backbone.
 _base_ = ['retinanet_pvt-peg-t_fpn_ms-3x_coco.py']
 
 model = dict(

@@ -12,8 +12,9 @@ model = dict(
         arch='tiny',
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.2,
-        # an mmpretrain classifier checkpoint of configs/swin_peg/swin-peg-tiny_16xb64_in1k.py
-        init_cfg=None))
+        # ImageNet weights: the checkpoint tools/train.py writes for swin-peg-tiny_16xb64_in1k.py
+        init_cfg=dict(type='Pretrained', prefix='backbone.',
+                      checkpoint='work_dirs/swin-peg-tiny_16xb64_in1k/epoch_300.pth')))
 
 optim_wrapper = dict(
     paramwise_cfg=dict(custom_keys={

@@ -1,5 +1,5 @@
-# Swin-T + PEG + GAP (CPVT paper §5.2): Swin-T with one PEG after the first block of each
-# stage (relative position bias kept), mmpretrain's Swin-T recipe.
+# Swin-T + PEG + GAP (CPVT [L] §4.6 and Table 15: 82.3): Swin-T with one PEG after the first
+# block of each stage (relative position bias kept), mmpretrain's Swin-T recipe.
 _base_ = ['mmpretrain::swin_transformer/swin-tiny_16xb64_in1k.py']
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)

@@ -1,136 +1,149 @@
-"""Measures and plots of PerViT's position-based attention Phi_p (paper Sec. 5, App. B).
+"""Measures and figures of PerViT's inner workings (Sec. 4.1, Appendix B).
 
-* :func:`nonlocality` (Omega, Eq. 13): ``mean_{q,k} Phi_p[q, k] * ||p_q - p_k||`` per head, with
-  coordinates normalised to ``[-1, 1]`` -- exactly what the official ``util/visualize.py``
-  computes to sort the heads.
-* :func:`position_impact` (Psi, Eq. 12): how much Phi_p changes the attention: the mean over
-  queries of the total-variation distance between ``Normalize[Phi_c * Phi_p]`` and
-  ``Normalize[Phi_c]``, in ``[0, 1)``.
-* :func:`peripheral_radii`, :func:`peripheral_regions`, :func:`classify_heads` (Eq. 11): the
-  visual field around a query is split by distance into central / para-central /
-  mid-peripheral / far-peripheral regions; a head is assigned the region its attended extent
-  (:func:`gate_extent`, the radius where its gate falls to half height) reaches.
+* :func:`nonlocality` (Omega, Eq. 13): ``1/|P|^2 sum_{q,k} Phi[q, k] ||q - k||`` per head,
+  with coordinates normalised to ``[-1, 1]`` along each axis (Appendix E; what the official
+  ``util/visualize.py`` computes to sort the heads). For Phi_p, Phi_c and Phi_a.
+* :func:`impact` (Psi, Eq. 12): ``1 / ||Phi_a - Phi_p||_F`` (Psi_p) and
+  ``1 / ||Phi_a - Phi_c||_F`` (Psi_c) per head and image, averaged over the images.
+* :func:`region_radii`, :func:`region_scores`, :func:`classify_heads` (Eq. 11, 36-38): the
+  distances ``||q - k||`` in token steps are split at ``r = sqrt(HW theta / (220 pi))`` for
+  ``theta = 5, 40, 120, 220`` degrees (1.19 / 3.37 / 5.83 / 7.90 on 14 x 14 tokens) into
+  central / para-central / mid / far peripheral; a head is the region maximising
+  ``1/|P|^2 sum_{q,k} Phi_p[q, k] 1[||q - k|| in I_p]``.
+* :func:`attention_measures` runs a model on images and collects all of them per layer and
+  head, with the per-layer counts of Fig. 5 (the CPE and the FFN's two linear layers counted
+  as central, footnote 7); :func:`plot_regions`, :func:`plot_impact`,
+  :func:`plot_nonlocality` draw Fig. 5, 7 and 8, :func:`plot_phi_p` Fig. 4.
 
-Our reading of Eq. 11/12/38 and of the Appendix B intervals: the radii are defined by the
-share of the visual field each disk covers (``area_fractions``; the central region covers 1%
-of it, as in human vision), measured on the actual ``H x W`` token grid, so they exist for any
-grid. All constants are arguments.
+The attentions are those of Sec. 4.1: ``Phi_c = exp(Q K^T tau - max_k)`` (footnote 13),
+``Phi_p`` in ``(0, 1)`` and ``Phi_a = Phi_c * Phi_p``, unnormalised
+(:meth:`mmposenc.models.layers.MPA.attention_maps`).
 """
 import math
+import os
 import os.path as osp
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from mmposenc.models.layers.peripheral import PeripheralPositionEncoding, pairwise_distances
+from mmposenc.models.layers.generators.peripheral import (PeripheralPositionEncoding,
+                                                          pairwise_distances)
 
 REGIONS = ('central', 'para-central', 'mid-peripheral', 'far-peripheral')
-#: share of the visual field inside the central, para-central and mid-peripheral disks
-DEFAULT_AREA_FRACTIONS = (0.01, 0.1, 0.4)
+#: theta_p of Eq. 37 (degrees): central, para-central, mid and far peripheral
+REGION_ANGLES = (5.0, 40.0, 120.0, 220.0)
+#: the whole visual field of Eq. 37 (degrees)
+VISUAL_FIELD = 220.0
+#: region colours of the figures
+REGION_COLORS = ('#d62728', '#ff7f0e', '#2ca02c', '#1f77b4')
 
 
-def nonlocality(phi_p: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
-    """Omega (Eq. 13): distance-weighted mean of Phi_p.
+def _check_square(phi: torch.Tensor, hw_shape: Sequence[int], name: str = 'phi'):
+    n = hw_shape[0] * hw_shape[1]
+    if phi.shape[-2:] != (n, n):
+        raise ValueError(f'{name} must end with ({n}, {n}) for hw_shape {tuple(hw_shape)}, '
+                         f'got {tuple(phi.shape)}')
+
+
+def nonlocality(phi: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
+    """Omega (Eq. 13): ``1/|P|^2 sum_{q,k} Phi[q, k] ||q - k||``, coordinates in ``[-1, 1]``.
 
     Args:
-        phi_p (Tensor): ``(..., N, N)`` gate(s), queries x keys, ``N = H * W``.
+        phi (Tensor): ``(..., N, N)`` attention(s), queries x keys, ``N = H * W``.
         hw_shape (Sequence[int]): ``(H, W)``.
 
     Returns:
         Tensor: ``(...)``, one value per leading index (e.g. per head).
     """
+    _check_square(phi, hw_shape)
+    dist = pairwise_distances(hw_shape, device=phi.device, dtype=phi.dtype)
+    return (phi * dist).mean(dim=(-2, -1))
+
+
+def impact(phi_a: torch.Tensor, phi_x: torch.Tensor) -> torch.Tensor:
+    """Psi (Eq. 12): ``1 / ||Phi_a - Phi_x||_F`` over the last two dimensions.
+
+    ``Phi_x`` is Phi_p (Psi_p) or Phi_c (Psi_c); ``inf`` where they are equal.
+
+    Args:
+        phi_a (Tensor): ``(..., N, N)`` mixed attention ``Phi_c * Phi_p``.
+        phi_x (Tensor): broadcastable to ``phi_a``.
+
+    Returns:
+        Tensor: ``(...)``.
+    """
+    return torch.linalg.matrix_norm(phi_a - phi_x, ord='fro').reciprocal()
+
+
+def region_radii(hw_shape: Sequence[int], angles: Sequence[float] = REGION_ANGLES,
+                 field: float = VISUAL_FIELD) -> List[float]:
+    """Eq. 38: ``r_p = sqrt(H W theta_p / (field pi))``, in token steps.
+
+    Returns:
+        list[float]: one radius per angle (14 x 14: 1.19, 3.37, 5.83, 7.90).
+    """
+    if any(a <= 0 for a in angles) or list(angles) != sorted(angles):
+        raise ValueError(f'angles must be increasing and positive, got {angles}')
     n = hw_shape[0] * hw_shape[1]
-    if phi_p.shape[-2:] != (n, n):
-        raise ValueError(f'phi_p must end with ({n}, {n}) for hw_shape {tuple(hw_shape)}, '
-                         f'got {tuple(phi_p.shape)}')
-    dist = pairwise_distances(hw_shape, device=phi_p.device, dtype=phi_p.dtype)
-    return (phi_p * dist).mean(dim=(-2, -1))
+    return [math.sqrt(n * a / (field * math.pi)) for a in angles]
 
 
-def position_impact(content_logits: torch.Tensor, log_phi_p: torch.Tensor) -> torch.Tensor:
-    """Psi (Eq. 12): mean total-variation distance that Phi_p makes to the attention.
-
-    Args:
-        content_logits (Tensor): ``(..., N, N)`` scaled dot products ``Q K^T tau``.
-        log_phi_p (Tensor): ``log Phi_p``, broadcastable to ``content_logits``.
-
-    Returns:
-        Tensor: ``(...)`` in ``[0, 1)``; 0 when Phi_p is constant along the keys.
-    """
-    full = torch.softmax(content_logits + log_phi_p, dim=-1)
-    content = torch.softmax(content_logits, dim=-1)
-    return 0.5 * (full - content).abs().sum(-1).mean(-1)
-
-
-def _centre_distances(hw_shape: Sequence[int], dtype=torch.float64) -> torch.Tensor:
+def token_distances(hw_shape: Sequence[int], device=None,
+                    dtype=torch.float64) -> torch.Tensor:
+    """``||q - k||`` in token steps (the unit of Eq. 11 and 38): ``(N, N)``."""
     h, w = hw_shape
-    centre = (h // 2) * w + (w // 2)
-    return pairwise_distances(hw_shape, dtype=dtype)[centre]
+    gy, gx = torch.meshgrid(torch.arange(h, device=device, dtype=dtype),
+                            torch.arange(w, device=device, dtype=dtype), indexing='ij')
+    grid = torch.stack([gy, gx], dim=-1).reshape(-1, 2)
+    return torch.cdist(grid, grid, compute_mode='donot_use_mm_for_euclid_dist')
 
 
-def peripheral_radii(hw_shape: Sequence[int],
-                     area_fractions: Sequence[float] = DEFAULT_AREA_FRACTIONS) -> List[float]:
-    """Radii (normalised units) bounding the peripheral regions on an ``H x W`` grid.
-
-    Radius ``i`` is the smallest distance from the central query such that the disk holds at
-    least ``area_fractions[i] * H * W`` tokens (the query itself included).
-
-    Returns:
-        list[float]: increasing radii, one per fraction.
-    """
-    if any(not 0 < a <= 1 for a in area_fractions) or list(area_fractions) != sorted(
-            area_fractions):
-        raise ValueError(f'area_fractions must be increasing in (0, 1], got {area_fractions}')
-    d = _centre_distances(hw_shape).sort().values
-    n = d.numel()
-    return [float(d[min(n - 1, max(0, math.ceil(a * n) - 1))]) for a in area_fractions]
+def region_masks(hw_shape: Sequence[int], radii: Optional[Sequence[float]] = None,
+                 device=None) -> torch.Tensor:
+    """``1[||q - k|| in I_p]`` for ``I = [0, r_0), [r_0, r_1), ...``: ``(regions, N, N)``
+    bool. Pairs at ``r_last`` or farther are in no region (Eq. 36)."""
+    radii = region_radii(hw_shape) if radii is None else list(radii)
+    d = token_distances(hw_shape, device=device)
+    bounds = [0.0] + radii
+    return torch.stack([(d >= lo) & (d < hi) for lo, hi in zip(bounds[:-1], bounds[1:])])
 
 
-def peripheral_regions(hw_shape: Sequence[int], radii: Optional[Sequence[float]] = None,
-                       device=None) -> torch.Tensor:
-    """Region index of every query-key pair: ``(N, N)`` long in ``[0, len(radii)]``.
-
-    0 = central (``d <= radii[0]``), ..., ``len(radii)`` = beyond the last radius.
-    """
-    radii = peripheral_radii(hw_shape) if radii is None else list(radii)
-    dist = pairwise_distances(hw_shape, device=device, dtype=torch.float64)
-    bounds = torch.tensor(radii, dtype=torch.float64, device=dist.device) + 1e-9
-    return torch.bucketize(dist, bounds)
-
-
-def gate_extent(phi_p: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
-    """Radius of each head's attended region: per query, the largest distance of a key whose
-    gate is at least half the query's largest gate; averaged over the queries. A flat gate
-    reaches the farthest key, a one-hot gate has extent 0.
+def region_scores(phi: torch.Tensor, hw_shape: Sequence[int],
+                  radii: Optional[Sequence[float]] = None,
+                  normalize: str = 'pairs') -> torch.Tensor:
+    """The bracket of Eq. 11 for every region: ``(..., regions)``.
 
     Args:
-        phi_p (Tensor): ``(..., N, N)``.
-
-    Returns:
-        Tensor: ``(...)`` in normalised units.
+        phi (Tensor): ``(..., N, N)``.
+        hw_shape (Sequence[int]): ``(H, W)``.
+        radii (Sequence[float], optional): Defaults to :func:`region_radii`.
+        normalize (str): ``'pairs'``: divide by ``|P|^2`` (Eq. 11 / 36 as written);
+            ``'region'``: by the number of pairs in the region (the mean score inside it).
+            Defaults to 'pairs'.
     """
-    dist = pairwise_distances(hw_shape, device=phi_p.device, dtype=phi_p.dtype)
-    inside = phi_p >= 0.5 * phi_p.amax(-1, keepdim=True)
-    return torch.where(inside, dist, torch.zeros_like(dist)).amax(-1).mean(-1)
+    _check_square(phi, hw_shape)
+    masks = region_masks(hw_shape, radii, device=phi.device).to(phi.dtype)
+    sums = torch.einsum('...qk,rqk->...r', phi, masks)
+    if normalize == 'pairs':
+        return sums / phi.shape[-1]**2
+    if normalize == 'region':
+        return sums / masks.sum(dim=(-2, -1)).clamp_min(1)
+    raise ValueError(f"normalize must be 'pairs' or 'region', got {normalize!r}")
 
 
 def classify_heads(phi_p: torch.Tensor, hw_shape: Sequence[int],
-                   radii: Optional[Sequence[float]] = None) -> List[str]:
-    """Peripheral region of each head (Eq. 11): the interval of :func:`peripheral_radii`
-    that the head's :func:`gate_extent` falls in.
+                   radii: Optional[Sequence[float]] = None,
+                   normalize: str = 'pairs') -> List[str]:
+    """Peripheral region of each head (Eq. 11): the argmax of :func:`region_scores`.
 
     Args:
         phi_p (Tensor): ``(heads, N, N)``.
-        hw_shape (Sequence[int]): ``(H, W)``.
-        radii (Sequence[float], optional): Defaults to :func:`peripheral_radii`.
 
     Returns:
         list[str]: one of :data:`REGIONS` per head.
     """
-    radii = peripheral_radii(hw_shape) if radii is None else list(radii)
-    bounds = torch.tensor(radii, dtype=torch.float64) + 1e-9
-    extent = gate_extent(phi_p.detach().double().cpu(), hw_shape).reshape(-1)
-    return [REGIONS[min(int(i), len(REGIONS) - 1)] for i in torch.bucketize(extent, bounds)]
+    scores = region_scores(phi_p.detach().double(), hw_shape, radii, normalize)
+    return [REGIONS[int(i)] for i in scores.reshape(-1, scores.shape[-1]).argmax(-1)]
 
 
 @torch.no_grad()
@@ -143,9 +156,193 @@ def collect_phi_p(model: torch.nn.Module, hw_shape: Sequence[int]) -> List[torch
     ]
 
 
+def _central_transforms(block) -> int:
+    """Transformations of a block counted as central in Fig. 5: the CPE and the FFN's two
+    linear layers (footnote 7)."""
+    cpe = 1 if getattr(block, 'cpe', None) is not None else 0
+    return cpe + (2 if hasattr(block, 'mlp') else 0)
+
+
+@torch.no_grad()
+def attention_measures(model: torch.nn.Module, batches, normalize: str = 'pairs') -> Dict:
+    """Psi, Omega and the peripheral regions of every MPA layer and head over images.
+
+    Args:
+        model (nn.Module): A PerViT backbone, or a model whose ``backbone`` is one (or any
+            model with :class:`~mmposenc.models.layers.MPA` layers); put in eval mode.
+        batches (Iterable[Tensor]): Preprocessed image batches ``(B, 3, H, W)``.
+        normalize (str): Of :func:`region_scores`. Defaults to 'pairs' (Eq. 11).
+
+    Returns:
+        dict: ``num_images``, ``hw_shape``, ``radii`` and ``layers``: one dict per MPA with
+        ``psi_p``, ``psi_c``, ``omega_p``, ``omega_c``, ``omega_a`` (lists over heads; Psi
+        and Omega_c / Omega_a averaged over the images; None where the layer has no Phi_p or
+        no Phi_c), ``region_scores`` (heads x regions), ``regions`` (names) and
+        ``central_transforms`` (CPE + FFN of the block, counted as central in Fig. 5).
+    """
+    from mmposenc.models.layers import MPA
+    net = getattr(model, 'backbone', model)
+    mpas = [m for m in net.modules() if isinstance(m, MPA)]
+    if not mpas:
+        raise ValueError('the model has no MPA layer')
+    owners = {id(m.attn): m for m in net.modules() if isinstance(getattr(m, 'attn', None), MPA)}
+    sums = [dict() for _ in mpas]
+    state = dict(hw_shape=None, phi_p=[None] * len(mpas))
+
+    def hook(index):
+
+        def fn(module, args):
+            x, hw_shape = args[0], tuple(int(v) for v in args[1])
+            maps = {k: v.double() for k, v in module.attention_maps(x, hw_shape).items()}
+            state['hw_shape'] = hw_shape
+            state['phi_p'][index] = maps['phi_p']
+            values = dict(
+                psi_p=impact(maps['phi_a'], maps['phi_p']),
+                psi_c=impact(maps['phi_a'], maps['phi_c']),
+                omega_c=nonlocality(maps['phi_c'], hw_shape),
+                omega_a=nonlocality(maps['phi_a'], hw_shape))
+            for k, v in values.items():  # (B, heads): summed over the images
+                sums[index][k] = sums[index].get(k, 0) + v.sum(0)
+
+        return fn
+
+    handles = [m.register_forward_pre_hook(hook(i)) for i, m in enumerate(mpas)]
+    num_images = 0
+    try:
+        for images in batches:
+            net(images)
+            num_images += images.shape[0]
+    finally:
+        for h in handles:
+            h.remove()
+    if num_images == 0:
+        raise ValueError('no images')
+    hw_shape = state['hw_shape']
+    radii = region_radii(hw_shape)
+    layers = []
+    for i, m in enumerate(mpas):
+        phi_p = state['phi_p'][i]
+        mean = {k: (v / num_images).tolist() for k, v in sums[i].items()}
+        scores = region_scores(phi_p, hw_shape, radii, normalize) if m.with_phi_p else None
+        owner = owners.get(id(m))
+        layers.append(
+            dict(psi_p=mean['psi_p'] if m.with_phi_p and m.with_phi_c else None,
+                 psi_c=mean['psi_c'] if m.with_phi_p and m.with_phi_c else None,
+                 omega_p=nonlocality(phi_p, hw_shape).tolist() if m.with_phi_p else None,
+                 omega_c=mean['omega_c'] if m.with_phi_c else None,
+                 omega_a=mean['omega_a'],
+                 region_scores=None if scores is None else scores.tolist(),
+                 regions=None if scores is None else [REGIONS[int(j)]
+                                                      for j in scores.argmax(-1)],
+                 central_transforms=0 if owner is None else _central_transforms(owner)))
+    return dict(num_images=num_images, hw_shape=list(hw_shape), radii=radii,
+                normalize=normalize, layers=layers)
+
+
+def region_counts(result: Dict) -> List[List[int]]:
+    """Fig. 5 bars: per layer, the number of transformations in each region (heads by Eq.
+    11, the CPE and the FFN's linear layers as central)."""
+    counts = []
+    for layer in result['layers']:
+        row = [0] * len(REGIONS)
+        for r in layer['regions'] or []:
+            row[REGIONS.index(r)] += 1
+        row[0] += layer['central_transforms']
+        counts.append(row)
+    return counts
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, out_file: str) -> str:
+    dirname = osp.dirname(osp.abspath(out_file))
+    os.makedirs(dirname, exist_ok=True)
+    fig.savefig(out_file, dpi=100)
+    _pyplot().close(fig)
+    return out_file
+
+
+def plot_regions(result: Dict, out_file: str, title: str = '') -> str:
+    """Fig. 5: pie chart of the region proportions over all transformations and their
+    per-layer counts (stacked bars)."""
+    plt = _pyplot()
+    counts = torch.tensor(region_counts(result), dtype=torch.float64)
+    total = counts.sum(0)
+    fig, (ax_pie, ax_bar) = plt.subplots(1, 2, figsize=(10, 3.6),
+                                         gridspec_kw=dict(width_ratios=[1, 2]))
+    keep = [i for i in range(len(REGIONS)) if total[i] > 0]
+    ax_pie.pie([float(total[i]) for i in keep], labels=[REGIONS[i] for i in keep],
+               colors=[REGION_COLORS[i] for i in keep], autopct='%1.0f%%',
+               textprops=dict(fontsize=8))
+    ax_pie.set_title(title or 'peripheral regions')
+    layers = torch.arange(1, counts.shape[0] + 1).numpy()
+    bottom = torch.zeros(counts.shape[0], dtype=torch.float64)
+    for i, name in enumerate(REGIONS):
+        ax_bar.bar(layers, counts[:, i].numpy(), bottom=bottom.numpy(), color=REGION_COLORS[i],
+                   label=name)
+        bottom += counts[:, i]
+    ax_bar.set_xlabel('layer')
+    ax_bar.set_ylabel('# transformations')
+    ax_bar.set_xticks(layers)
+    ax_bar.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, out_file)
+
+
+def _per_head_panel(ax, values: List[Optional[List[float]]], label: str, color: str):
+    """Bars per head within each layer and the trendline of the layer means."""
+    heads = max((len(v) for v in values if v), default=0)
+    width = 0.8 / max(heads, 1)
+    xs, means = [], []
+    for li, v in enumerate(values, start=1):
+        if not v:
+            continue
+        finite = [x for x in v if math.isfinite(x)]
+        for h, x in enumerate(v):
+            if math.isfinite(x):
+                ax.bar(li - 0.4 + (h + 0.5) * width, x, width, color=color, alpha=0.5)
+        if finite:
+            xs.append(li)
+            means.append(sum(finite) / len(finite))
+    ax.plot(xs, means, '-o', color=color, label=label, markersize=3)
+    ax.set_xlabel('layer')
+    ax.set_xticks(range(1, len(values) + 1))
+    ax.legend(fontsize=8)
+
+
+def plot_impact(result: Dict, out_file: str) -> str:
+    """Fig. 7: Psi_p and Psi_c per layer (bars: heads; line: layer mean)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+    for ax, key, color in zip(axes, ('psi_p', 'psi_c'), ('#1f77b4', '#d62728')):
+        _per_head_panel(ax, [layer[key] for layer in result['layers']],
+                        {'psi_p': 'Ψp', 'psi_c': 'Ψc'}[key], color)
+        ax.set_ylabel('impact')
+    fig.tight_layout()
+    return _save(fig, out_file)
+
+
+def plot_nonlocality(result: Dict, out_file: str) -> str:
+    """Fig. 8: Omega_p, Omega_c and Omega_a per layer (bars: heads; lines: layer means)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2), sharey=True)
+    for ax, key, color in zip(axes, ('omega_p', 'omega_c', 'omega_a'),
+                              ('#1f77b4', '#d62728', '#2ca02c')):
+        _per_head_panel(ax, [layer[key] for layer in result['layers']],
+                        {'omega_p': 'Ωp', 'omega_c': 'Ωc', 'omega_a': 'Ωa'}[key], color)
+    axes[0].set_ylabel('nonlocality')
+    fig.tight_layout()
+    return _save(fig, out_file)
+
+
 def plot_phi_p(phis: Sequence[torch.Tensor], hw_shape: Sequence[int], out_file: str,
                query: Optional[Sequence[int]] = None, sort_by_nonlocality: bool = True) -> str:
-    """PNG of Phi_p for every layer (columns) and head (rows) at one query.
+    """Fig. 4: PNG of Phi_p for every layer (columns) and head (rows) at one query.
 
     Args:
         phis (Sequence[Tensor]): ``(heads, N, N)`` per layer (see :func:`collect_phi_p`).
@@ -158,9 +355,7 @@ def plot_phi_p(phis: Sequence[torch.Tensor], hw_shape: Sequence[int], out_file: 
     Returns:
         str: ``out_file``.
     """
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     from matplotlib.patches import Rectangle
 
     h, w = hw_shape
@@ -184,10 +379,4 @@ def plot_phi_p(phis: Sequence[torch.Tensor], hw_shape: Sequence[int], out_file: 
                                    linewidth=1.5))
             ax.set_title(f'L{col} H{hd} Ω={float(omega[hd]):.2f}', fontsize=6)
     fig.tight_layout()
-    dirname = osp.dirname(osp.abspath(out_file))
-    if dirname:
-        import os
-        os.makedirs(dirname, exist_ok=True)
-    fig.savefig(out_file, dpi=100)
-    plt.close(fig)
-    return out_file
+    return _save(fig, out_file)

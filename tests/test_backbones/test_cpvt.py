@@ -43,7 +43,7 @@ def test_bad_arch_and_arguments():
 
 
 def test_cpvt_ti_has_deit_ti_params_minus_pe_plus_peg():
-    """Paper §4.4: CPVT-Ti (one PEG) = DeiT-Ti - learnable PE + 192*9 (+192 bias)."""
+    """CPVT [L] §4.4: CPVT-Ti (one PEG) = DeiT-Ti - learnable PE + 192*9 (+192 bias)."""
     from mmpretrain.models import VisionTransformer
     deit = VisionTransformer(arch='deit-tiny', img_size=224, patch_size=16)
     cpvt = CPVT('tiny')

@@ -45,12 +45,168 @@ def test_block_stack_matches_official_forward_at_14x14():
     torch.testing.assert_close(logits, expected, rtol=1e-8, atol=1e-9)
 
 
-@pytest.mark.parametrize('arch,params_m', [('tiny', 7.6), ('small', 21.4), ('medium', 43.8)])
-def test_arch_zoo_parameter_counts_match_the_paper(arch, params_m):
+@pytest.mark.parametrize('arch,params_m,phi_p_m,gflops,ours,matmul',
+                         [(('tiny', 7.59, 0.035), 7.6, 0.04, 1.6, 1.55, 0.20),
+                          (('small', 21.32, 0.140), 21.3, 0.14, 4.4, 4.42, 0.33),
+                          (('medium', 43.72, 0.313), 43.7, 0.31, 9.0, 8.97, 0.47)])
+def test_arch_zoo_sizes_and_flops_match_table_a5(arch, params_m, phi_p_m, gflops, ours, matmul):
+    """Table A5: size (M), Phi_p size (M), FLOPs (G), to the paper's precision."""
+    arch, our_params, our_phi_p = arch  # our counts, as configs/pervit/README.md states them
     model = PerViT(arch=arch)
     n = sum(p.numel() for p in model.parameters())
     heads = model.embed_dims[-1] * 1000 + 1000  # the classifier head lives in ImageClassifier
-    assert abs((n + heads) / 1e6 - params_m) / params_m < 0.02, (n + heads) / 1e6
+    assert round((n + heads) / 1e6, 1) == params_m, (n + heads) / 1e6
+    phi_p = sum(p.numel() for p in model.phi_p_parameters())
+    assert round(phi_p / 1e6, 2) == phi_p_m
+    assert round((n + heads) / 1e6, 2) == our_params and round(phi_p / 1e6, 3) == our_phi_p
+    # convolutions and linear layers (1.55 / 4.42 / 8.97 G): within the paper's rounding
+    assert abs(model.flops() / 1e9 - gflops) <= 0.051, model.flops() / 1e9
+    assert round(model.flops() / 1e9, 2) == ours  # the numbers of configs/pervit/README.md
+    assert round((model.flops(attention_matmul=True) - model.flops()) / 1e9, 2) == matmul
+
+
+TINY = dict(SMALL, depths=[1, 1, 1, 1])
+
+
+def _copy_common(dst, src):
+    """Load the parameters ``dst`` shares with ``src`` (same names and shapes)."""
+    sd = {k: v for k, v in src.state_dict().items()
+          if k in dst.state_dict() and dst.state_dict()[k].shape == v.shape}
+    dst.load_state_dict(sd, strict=False)
+    return sd
+
+
+def test_without_phi_p_is_mhsa():
+    """Table 1 (b): no Phi_p; equal to PerViT whose Phi_p is constant (v_l = 0)."""
+    torch.manual_seed(0)
+    full = PerViT(arch=TINY).eval()
+    with torch.no_grad():
+        for b in full.blocks:
+            b.attn.ppe.norm2.weight.zero_()  # Phi_p = sigmoid(s_l) everywhere
+    plain = PerViT(arch=TINY, with_phi_p=False).eval()
+    _copy_common(plain, full)
+    assert plain.distance_embed is None and plain.phi_p_parameters() == []
+    assert all(b.attn.ppe is None for b in plain.blocks)
+    x = torch.randn(2, 3, 64, 80)
+    with torch.no_grad():
+        torch.testing.assert_close(plain(x)[0], full(x)[0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match='freeze_phi_p'):
+        PerViT(arch=TINY, with_phi_p=False, freeze_phi_p=True)
+
+
+def test_without_phi_c_flop_matched_width():
+    """Table 1 (c) and footnote 8: no Q K^T; the widths grow until the FLOPs match (a)."""
+    full = PerViT(arch='tiny')
+    plain = PerViT(arch='tiny', with_phi_c=False)
+    matched = PerViT(arch='tiny', with_phi_c=False, flop_match=True)
+    assert plain.embed_dims == full.embed_dims
+    assert matched.embed_dims == [140, 208, 244, 304]
+    assert matched.arch_settings['stem_channels'] == [48, 64, 96, 140]
+    assert all(d % 4 == 0 for d in matched.embed_dims)
+    assert plain.flops() < 0.9 * full.flops()
+    assert round(plain.flops() / 1e9, 2) == 1.33 and round(matched.flops() / 1e9, 2) == 1.54
+    assert abs(matched.flops() / full.flops() - 1) < 0.01
+    assert not hasattr(matched.blocks[0].attn, 'qkv') and matched.blocks[0].attn.content_free
+    small = PerViT(arch=TINY, with_phi_c=False, flop_match=True)
+    assert small(torch.randn(1, 3, 64, 64))[0].shape[1] == small.out_channels[-1]
+    assert PerViT(arch=TINY, flop_match=True).embed_dims == TINY['embed_dims']  # (a) itself
+
+
+def test_patchify_stem():
+    """Table 1 (d): one 16 x 16 stride-16 convolution instead of the C-stem."""
+    model = PerViT(arch=TINY, conv_stem=False, out_indices=(0, 3))
+    assert isinstance(model.stem, torch.nn.Conv2d) and model.stem.stride == (16, 16)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+    outs = model(torch.randn(2, 3, 100, 70))
+    c_stem = PerViT(arch=TINY, out_indices=(0, 3))(torch.randn(2, 3, 100, 70))
+    assert [o.shape for o in outs] == [o.shape for o in c_stem]  # ceil(H / 16) x ceil(W / 16)
+    matched = PerViT(arch='tiny', conv_stem=False, flop_match=True)
+    assert abs(matched.flops() / PerViT(arch='tiny').flops() - 1) < 0.01
+    assert round(PerViT(arch='tiny', conv_stem=False).flops() / 1e9, 2) == 1.40
+    assert round(matched.flops() / 1e9, 2) == 1.55
+
+
+def test_without_cpe():
+    """Table 1 (e): no CPE; equal to PerViT whose CPE is the identity kernel."""
+    torch.manual_seed(0)
+    full = PerViT(arch=TINY).eval()
+    with torch.no_grad():
+        for b in full.blocks:
+            b.cpe.weight.zero_()
+            b.cpe.weight[:, :, 1, 1] = 1
+            b.cpe.bias.zero_()
+    plain = PerViT(arch=TINY, with_cpe=False).eval()
+    _copy_common(plain, full)
+    assert all(b.cpe is None for b in plain.blocks)
+    assert not any('cpe' in n for n, _ in plain.named_parameters())
+    x = torch.randn(2, 3, 64, 48)
+    with torch.no_grad():
+        torch.testing.assert_close(plain(x)[0], full(x)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_conv_and_rand_inits_table5():
+    conv = PerViT(arch=SMALL, ppe_init='conv')
+    conv.init_weights()
+    ref_ppe = conv.blocks[0].attn.ppe.state_dict()
+    for b in conv.blocks:  # every layer: Eq. 9 with s_l = -5, v_l = 3, nothing else
+        for k, v in b.attn.ppe.state_dict().items():
+            assert torch.equal(v, ref_ppe[k]), k
+    assert torch.all(conv.blocks[-1].attn.ppe.norm2.bias == -5.0)
+    assert torch.all(conv.blocks[-1].attn.ppe.norm2.weight == 3.0)
+    assert torch.all(conv.distance_embed.weight == -0.02)
+    torch.manual_seed(0)
+    rand = PerViT(arch=SMALL, ppe_init='rand')
+    rand.init_weights()
+    a, b = rand.blocks[0].attn.ppe, rand.blocks[5].attn.ppe
+    for (n, pa), pb in zip(a.named_parameters(), b.parameters()):
+        assert not torch.equal(pa, pb), n
+    assert rand.distance_embed.weight.std() > 0.1
+    assert a.norm1.weight.std() > 0.1 and a.norm2.bias.std() > 0.1
+
+
+def test_frozen_phi_p_gets_no_gradient_and_stays():
+    """Table A3 "fixed": Phi_p at its initialisation during training."""
+    torch.manual_seed(0)
+    model = PerViT(arch=TINY, freeze_phi_p=True)
+    model.init_weights()
+    frozen = {id(p) for p in model.phi_p_parameters()}
+    assert len(frozen) == 2 + 4 * 8  # the shared w_r, b_r + 8 tensors in each of 4 blocks
+    before = [p.clone() for p in model.phi_p_parameters()]
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    model.train()
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randn(2, 3, 64, 64))[0].square().mean().backward()
+        opt.step()
+    for name, p in model.named_parameters():
+        if id(p) in frozen:
+            assert p.grad is None and not p.requires_grad, name
+        else:
+            assert p.grad is not None and p.grad.abs().sum() > 0, name
+    for a, b in zip(before, model.phi_p_parameters()):
+        assert torch.equal(a, b)
+    assert len(model.blocks[0].attn.ppe._cache) == 1  # cached in training
+
+
+@pytest.mark.parametrize('ppe_cfg,init', [
+    (dict(multi_layer=False, kernel_size=1), 'peripheral'),  # Table 5 "Euc"
+    (dict(kernel_size=1), 'peripheral'),  # "Euc + ML"
+    (dict(multi_layer=False), 'peripheral'),  # one projection with N (Fig. A6)
+    (dict(embedding='lrn'), 'peripheral'),  # "Lrn + N + ML"
+    (dict(embedding='lrn', multi_layer=False, kernel_size=1), 'rand'),  # "Lrn"
+    (dict(with_norms=False, kernel_size=1), 'rand'),  # Eq. 6 as written
+])
+def test_phi_p_designs_table5(ppe_cfg, init):
+    torch.manual_seed(0)
+    model = PerViT(arch=TINY, ppe_init=init, ppe_cfg=ppe_cfg)
+    model.init_weights()
+    ppe = model.blocks[0].attn.ppe
+    assert ppe.multi_layer == ppe_cfg.get('multi_layer', True)
+    assert ppe.kernel_size == ppe_cfg.get('kernel_size', 3)
+    assert ppe.embedding == ppe_cfg.get('embedding', 'euc')
+    assert all(b.attn.ppe.dist_embed is model.distance_embed for b in model.blocks)
+    model(torch.randn(2, 3, 64, 80))[0].square().mean().backward()
+    ref.check_gradients(model)
 
 
 def test_multiscale_outputs_any_resolution():
@@ -73,9 +229,7 @@ def test_gradients_reach_every_parameter_and_shared_w_r():
     model.train()
     outs = model(torch.randn(2, 3, 64, 96))  # 4 x 6 tokens
     sum(o.square().mean() for o in outs).backward()
-    for name, p in model.named_parameters():
-        assert p.grad is not None and torch.isfinite(p.grad).all(), name
-        assert p.grad.abs().sum() > 0, name
+    ref.check_gradients(model)
     names = [n for n, _ in model.named_parameters() if 'distance_embed' in n]
     assert names == ['distance_embed.weight', 'distance_embed.bias']
     assert all(b.attn.ppe.dist_embed is model.distance_embed for b in model.blocks)
@@ -126,3 +280,5 @@ def test_bad_arguments():
         PerViT(arch=SMALL, out_indices=(0, ), featmap_scales=(3, ))
     with pytest.raises(ValueError, match='ppe_init'):
         PerViT(arch=SMALL, ppe_init='zeros')
+    with pytest.raises(ValueError, match='cannot both be False'):
+        PerViT(arch=SMALL, with_phi_p=False, with_phi_c=False)

@@ -68,6 +68,15 @@ def test_encodings_change_the_output(name):
     vit = PEViT(arch=TINY, img_size=16, patch_size=4, pos_encoding=dict(type=name),
                 with_cls_token=False, out_type='avg_featmap').eval()
     vit.init_weights()
+    if name == 'SaPE2':
+        # at init q, k ~ 0, so every gate is ~0.5; SaPE2's bias carries position only
+        # through gates that vary along a line (constant gates make it a function of content,
+        # see tests/test_layers/test_sape2.py), so give the gates and tables trained sizes
+        with torch.no_grad():
+            for layer in vit.layers:
+                layer.attn.qkv.weight.mul_(30)
+            for table in (vit.pos_encodings[0].pos_embed_x, vit.pos_encodings[0].pos_embed_y):
+                table.normal_()
     x = torch.randn(1, 3, 16, 16)
     swapped = torch.cat((x[..., 4:, :], x[..., :4, :]), dim=-2)  # patch rows rolled
     a, b = vit(x)[-1], vit(swapped)[-1]

@@ -36,6 +36,8 @@ def shrink_depth(backbone):
             out = backbone.get('out_indices', -1)
             out = [out] if isinstance(out, int) else list(out)
             num_layers = max(max(backbone.get('peg_positions', (0, ))) + 1, len(out))
+            if backbone.get('peg_on', 'qkv') == 'qk':
+                num_layers += 1  # a layer after the PEG to receive its queries and keys
             if any(i >= 0 for i in out):  # dense configs: the last len(out) layers
                 backbone.out_indices = tuple(range(num_layers - len(out), num_layers))
             arch['num_layers'] = num_layers

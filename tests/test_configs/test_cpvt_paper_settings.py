@@ -18,6 +18,6 @@ def test_cpvt_paper_settings(arch):
     gap = Config.fromfile(osp.join(CPVT_DIR, f'cpvt-{arch}-gap_{sched}_in1k.py')).model
     assert tuple(single.peg_positions) == (0, )  # paper default: one PEG after encoder 0
     assert tuple(zero_to_five.peg_positions) == (0, 1, 2, 3, 4)
-    # the paper's GAP rows use the 0-5 placement (double dagger in its Table 5)
+    # the paper's GAP rows use the 0-5 placement (the double dagger of [L] Table 3)
     assert tuple(gap.backbone.peg_positions) == (0, 1, 2, 3, 4)
     assert gap.backbone.out_type == 'avg_featmap'

@@ -69,15 +69,66 @@ def test_cape_config_uses_the_paper_vit_defaults():
                                                                               1.4)
 
 
-def test_univit_config_preprocessor_and_tta():
+def test_univit_config_lambda_one_random_resolution_and_tta():
+    """UniViT (CAPE Sec. 5.1.2): CAPE without global scaling (lambda = 1), one size per batch
+    from 128..320 (step 32) applied by the pipeline's RandomResizedCrop on the source image,
+    resolution TTA at r - 32, r, r + 32 from the source (tests/test_models/test_univit.py
+    shows the pixels)."""
     cfg = load(osp.join(REPO, 'configs', 'cape', 'vit-base-p16_cape-univit_16xb64_in1k.py'))
-    from mmengine.registry import init_default_scope
-    from mmpretrain.registry import MODELS
-    init_default_scope('mmpretrain')
-    pre = MODELS.build(cfg.model.data_preprocessor)
-    assert pre.sizes == tuple(range(128, 321, 32))
-    data = dict(inputs=[torch.randint(0, 255, (3, 224, 224), dtype=torch.uint8)] * 2)
-    out = pre(data, training=True)
-    assert out['inputs'].shape[-2:] == (pre.last_size, pre.last_size)
-    assert pre(data, training=False)['inputs'].shape[-2:] == (224, 224)
-    assert cfg.tta_model.offsets == (-32, 0, 32)
+    pe = cfg.model.backbone.pos_encoding
+    assert pe.type == 'mmposenc.CAPE2d' and pe.max_global_scaling == 1.0
+    assert (pe.max_global_shift, pe.max_local_shift) == (0.5, 'auto')
+    loader = cfg.train_dataloader
+    assert loader.batch_sampler.type == 'mmposenc.RandomResolutionBatchSampler'
+    assert list(loader.batch_sampler.sizes) == list(range(128, 321, 32))
+    assert loader.dataset.type == 'mmposenc.RandomResolutionDataset'
+    inner = loader.dataset.dataset
+    assert inner.type == 'ImageNet' and inner.split == 'train'
+    assert [t.type for t in inner.pipeline].count('RandomResizedCrop') == 1
+    assert 'data_preprocessor' not in cfg.model  # no tensor-level resize left
+    assert cfg.tta_model.type == 'mmposenc.ResolutionTTAClassifier'
+    views = cfg.tta_pipeline[1].transforms[0]
+    assert [v.transforms[1].crop_size for v in views] == [192, 224, 256]
+    # the CAPE ViT config keeps the paper's ViT augmentation (lambda_max = 1.4)
+    vit = load(osp.join(REPO, 'configs', 'cape', 'vit-base-p16_cape_16xb64_in1k.py'))
+    assert vit.model.backbone.pos_encoding.max_global_scaling == 1.4
+    for c in (cfg, vit, load(osp.join(REPO, 'configs', 'cape',
+                                      'vit-base-p16_abspos_16xb64_in1k.py'))):
+        assert c.train_dataloader.sampler.type == 'RepeatAugSampler'  # CAPE footnote 2
+        assert c.train_cfg.max_epochs == 300
+
+
+SAPE2_CONFIGS = [c for c in CONFIGS if osp.basename(osp.dirname(c)) == 'sape2']
+
+
+def test_sape2_configs_cover_q_k_with_and_without_ape_on_both_cifars():
+    names = {osp.basename(c) for c in SAPE2_CONFIGS}
+    assert names == {f'vit-small-p4_sape2-{m}{a}_1xb128-400e_cifar{d}.py' for m in 'qk'
+                     for a in ('', '-abspos') for d in ('10', '100')}
+
+
+@pytest.mark.parametrize('path', SAPE2_CONFIGS + [c for c in CONFIGS if 'pe_zoo' in c],
+                         ids=lambda p: osp.relpath(p, osp.join(REPO, 'configs')))
+def test_sape2_setting_and_recipe(path):
+    """SaPE2 Sec. 5.1: ViT-S (384 dims) with patch 4 on 32 x 32, 400 epochs, Adam, batch 128
+    (the SaPE2 folder and the pe_zoo baselines of SaPE2 Table 1 share it); the dataset, the
+    number of classes, the SaPE2 mode and the APE match the file name."""
+    cfg = load(path)
+    name = osp.basename(path)
+    bb = cfg.model.backbone
+    assert (bb.arch, bb.patch_size, bb.img_size, cfg.model.head.in_channels) == ('small', 4,
+                                                                                32, 384)
+    assert cfg.optim_wrapper.optimizer.type == 'Adam'
+    assert cfg.train_cfg.max_epochs == 400 and cfg.param_scheduler[-1].end == 400
+    assert cfg.train_dataloader.batch_size == 128
+    n = 100 if name.endswith('cifar100.py') else 10
+    assert cfg.train_dataloader.dataset.type == cfg.val_dataloader.dataset.type == f'CIFAR{n}'
+    assert cfg.model.head.num_classes == cfg.data_preprocessor.num_classes == n
+    pes = bb.pos_encoding if isinstance(bb.pos_encoding, (list, tuple)) else [bb.pos_encoding]
+    types = [p.type.split('.')[-1] for p in pes]
+    assert ('LearnableAbsolutePE' in types) == ('abspos' in name)
+    sape = [p for p in pes if p.type.endswith('SaPE2')]
+    if 'sape2' in name:
+        assert len(sape) == 1 and sape[0].mode == name.split('sape2-')[1][0]
+    else:
+        assert not sape

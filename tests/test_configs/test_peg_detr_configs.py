@@ -1,6 +1,7 @@
-"""configs/peg_detr and configs/peg_deformable_detr: the CPVT setting, the encoder PE each
-file name promises (sine, none, PEG, CAPE), paramwise keys that match real parameters, a README
-row per config."""
+"""configs/peg_detr and configs/peg_deformable_detr: the recipes of CPVT [E] Table 4 (DETR: the
+50-epoch setting of [E] §4.3; Deformable-DETR: the Deformable-DETR paper's own, i.e. mmdet's
+config), the encoder PE each file name promises (sine, none, PEG, CAPE), paramwise keys that
+match real parameters, a README row per config."""
 import glob
 import os.path as osp
 
@@ -19,7 +20,11 @@ def _load(path):
 
 def test_all_variants_exist():
     names = {osp.basename(p) for p in COCO_CONFIGS}
-    assert len(names) == 4 + 10
+    assert len(names) == 6 + 11
+    assert 'detr-sine_r50-dc5_16xb2-50e_coco.py' in names  # [E] Table 4 "DETR-DC5 50"
+    # the PEG masked as the paper's Algorithm 2 does (ablation of the exact masking)
+    assert {'detr-algo2-peg_r50_16xb2-50e_coco.py',
+            'deformable-detr-algo2-peg_r50-ss_16xb2-50e_coco.py'} <= names
     for pe in EXPECTED_POS:
         assert f'detr-{pe}_r50_16xb2-50e_coco.py' in names
         assert f'deformable-detr-{pe}_r50_16xb2-50e_coco.py' in names
@@ -28,14 +33,70 @@ def test_all_variants_exist():
                 assert f'deformable-detr-{pe}_{variant}_16xb2-50e_coco.py' in names
 
 
-@pytest.mark.parametrize('path', COCO_CONFIGS, ids=osp.basename)
-def test_cpvt_setting(path):
-    cfg = _load(path)
-    name = osp.basename(path)
+def _plain(value):
+    """A resolved config value without mmengine's '_scope_' markers (added to values that come
+    from a 'mmdet::' base)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != '_scope_'}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+DETR_CONFIGS = [p for p in COCO_CONFIGS if osp.basename(p).startswith('detr-')]
+DD_CONFIGS = [p for p in COCO_CONFIGS if osp.basename(p).startswith('deformable-detr-')]
+
+
+def _check_encoder_pos(cfg, name):
     pe = name.split('_')[0].split('-')[-1]
     assert cfg.model.encoder_pos == EXPECTED_POS[pe]
     assert cfg.model.type.startswith('mmposenc.')
     assert cfg.custom_imports.imports == ['mmposenc.models.detectors']
+
+
+@pytest.mark.parametrize('path', DD_CONFIGS, ids=osp.basename)
+def test_deformable_detr_recipe_is_the_deformable_detr_papers(path):
+    """[E] Table 4 quotes its DD rows from the Deformable-DETR paper: the configs keep mmdet's
+    Deformable-DETR recipe (that paper's) unchanged, not CPVT's DETR setting."""
+    cfg = _load(path)
+    name = osp.basename(path)
+    _check_encoder_pos(cfg, name)
+    import mmdet
+    ref = _load(osp.join(osp.dirname(mmdet.__file__), '.mim', 'configs', 'deformable_detr',
+                         'deformable-detr_r50_16xb2-50e_coco.py'))
+    for key in ('optim_wrapper', 'param_scheduler', 'train_cfg', 'auto_scale_lr',
+                'train_dataloader', 'test_dataloader'):
+        assert _plain(cfg[key]) == _plain(ref[key]), key
+    for key in ('num_queries', 'bbox_head', 'train_cfg', 'test_cfg', 'data_preprocessor',
+                'positional_encoding', 'with_box_refine', 'as_two_stage'):
+        assert _plain(cfg.model[key]) == _plain(ref.model[key]), key
+    # the numbers, for the reader: lr 2e-4, x0.1 at 40 of 50 epochs, 300 queries, focal loss 2
+    opt = cfg.optim_wrapper
+    assert (opt.optimizer.type, opt.optimizer.lr, opt.optimizer.weight_decay) == \
+        ('AdamW', 2e-4, 1e-4)
+    assert opt.clip_grad.max_norm == 0.1
+    assert {k: v.lr_mult for k, v in opt.paramwise_cfg.custom_keys.items()} == {
+        'backbone': 0.1, 'sampling_offsets': 0.1, 'reference_points': 0.1}
+    (sched, ) = cfg.param_scheduler
+    assert cfg.train_cfg.max_epochs == 50 and sched.milestones == [40] and sched.gamma == 0.1
+    assert cfg.model.num_queries == 300 and cfg.model.bbox_head.loss_cls.loss_weight == 2.0
+    assert cfg.train_dataloader.batch_size * 16 == 32 == cfg.auto_scale_lr.base_batch_size
+    if '-ss_' in name:
+        assert cfg.model.num_feature_levels == 1
+        assert cfg.model.encoder.layer_cfg.self_attn_cfg.num_levels == 1
+        assert cfg.model.decoder.layer_cfg.cross_attn_cfg.num_levels == 1
+        assert cfg.model.backbone.out_indices == (3, )
+    if 'dc5' in name:
+        assert cfg.model.backbone.dilations[-1] == 2 and cfg.model.backbone.strides[-1] == 1
+
+
+@pytest.mark.parametrize('path', DETR_CONFIGS, ids=osp.basename)
+def test_detr_cpvt_setting(path):
+    """[E] §4.3: AdamW, batch 32, weight decay 1e-4, lr 1e-4 (backbone 2e-5), x0.1 at epoch 40
+    of 50, 100 queries, no focal loss, loss weights cls 1 / L1 5 / GIoU 2."""
+    cfg = _load(path)
+    name = osp.basename(path)
+    _check_encoder_pos(cfg, name)
     opt = cfg.optim_wrapper
     assert opt.optimizer.type == 'AdamW'
     assert opt.optimizer.lr == pytest.approx(1e-4)
@@ -52,12 +113,30 @@ def test_cpvt_setting(path):
             head.loss_iou.loss_weight) == (1.0, 5.0, 2.0)
     costs = [c.weight for c in cfg.model.train_cfg.assigner.match_costs]
     assert costs == [1.0, 5.0, 2.0]
-    if '-ss_' in name:
-        assert cfg.model.num_feature_levels == 1
-        assert cfg.model.encoder.layer_cfg.self_attn_cfg.num_levels == 1
-        assert cfg.model.decoder.layer_cfg.cross_attn_cfg.num_levels == 1
+    assert cfg.model.bbox_head.loss_cls.type == 'CrossEntropyLoss'  # no focal loss
     if 'dc5' in name:
         assert cfg.model.backbone.dilations[-1] == 2 and cfg.model.backbone.strides[-1] == 1
+
+
+@pytest.mark.parametrize('name', [
+    'peg_detr/detr-algo2-peg_r50_16xb2-50e_coco.py',
+    'peg_deformable_detr/deformable-detr-algo2-peg_r50-ss_16xb2-50e_coco.py'])
+def test_algorithm_2_configs_build_paper_masked_pegs(name):
+    """Only the PEG's masking differs from the config it ablates."""
+    from mmengine.registry import init_default_scope
+
+    import mmposenc.models.detectors  # noqa: F401
+    from mmposenc.registry import MODELS
+    init_default_scope('mmdet')
+    cfg = _load(osp.join(REPO, 'configs', name))
+    base = _load(osp.join(REPO, 'configs', name.replace('algo2-', '')))
+    assert cfg.model.peg_cfg.pop('masking') == 'paper'
+    assert _plain(cfg.model) == _plain(base.model)
+    cfg = _load(osp.join(REPO, 'configs', name))
+    cfg.model.backbone.init_cfg = None
+    model = MODELS.build(cfg.model)
+    pegs = [m for m in model.modules() if type(m).__name__ == 'MaskedPEG']
+    assert pegs and all(m.masking == 'paper' for m in pegs)
 
 
 @pytest.mark.parametrize('name,num_pegs,has_cape', [

@@ -213,3 +213,27 @@ def test_pretrained_prefix_loads_an_image_classifier_checkpoint(tmp_path):
                            for k in missing), sorted(missing)
     assert not torch.equal(dense['blocks.0.attn.ppe.proj1.weight'],
                            fresh['blocks.0.attn.ppe.proj1.weight'])
+
+
+@pytest.mark.parametrize('path', [p for p in CONFIGS if osp.basename(p).startswith('fpn_')],
+                         ids=[i for i in IDS if i.startswith('fpn_')])
+def test_semantic_fpn_lr_decays(path):
+    """Poly (power 0.9) from 1e-4 down to 0 over the 80k iterations; the inherited mmseg
+    schedule's eta_min=1e-4 (its base lr) would keep it constant."""
+    from mmengine.optim.scheduler import PolyLR
+    cfg = _load(path)
+    assert cfg.train_cfg.max_iters == 80000
+    (sched, ) = cfg.param_scheduler
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))],
+                            lr=cfg.optim_wrapper.optimizer.lr)
+    kwargs = {k: v for k, v in sched.items() if k not in ('type', '_scope_')}
+    assert sched.type == 'PolyLR'
+    poly = PolyLR(opt, **kwargs)
+    lrs = {}
+    for it in range(80000):
+        if it in (0, 20000, 40000, 79999):
+            lrs[it] = opt.param_groups[0]['lr']
+        poly.step()
+    assert lrs[0] == pytest.approx(1e-4)
+    assert lrs[40000] == pytest.approx(1e-4 * 0.5**0.9, rel=1e-3)
+    assert lrs[0] > lrs[20000] > lrs[40000] > lrs[79999] and lrs[79999] < 1e-8

@@ -93,6 +93,39 @@ def test_errors(tmp_path):
         det(torch.rand(2, 3, 32, 32))
 
 
+def test_shipped_r50_config_without_checkpoint_builds_offline(monkeypatch, capfd):
+    """No --checkpoint: random weights as the help says, nothing downloaded (the R50 configs'
+    backbone init_cfg points at torchvision's ResNet-50), no per-parameter init INFO."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    def no_loading(filename, *args, **kwargs):
+        raise AssertionError(f'pytorch2onnx tried to load {filename}')
+
+    monkeypatch.setattr(CheckpointLoader, 'load_checkpoint', no_loading)
+    from mmengine.config import Config
+    path = osp.join(REPO_ROOT, 'configs', 'peg_detr', 'detr-peg_r50_16xb2-50e_coco.py')
+    assert Config.fromfile(path).model.backbone.init_cfg.type == 'Pretrained'
+    capfd.readouterr()
+    model = p2o.build_model(path)
+    out, err = capfd.readouterr()
+    assert 'init_weights' not in out + err, out[:2000]
+    assert type(model).__name__ == 'PEGDETR' and not model.training
+    # the backbone is randomly initialised (conv1 of torchvision's ResNet-50 is not), twice
+    # differently
+    w = model.backbone.conv1.weight
+    assert w.std() > 0 and not torch.equal(w, p2o.build_model(path).backbone.conv1.weight)
+
+
+def test_drop_pretrained_finds_nested_and_listed_init_cfgs():
+    cfg = dict(backbone=dict(init_cfg=[dict(type='Pretrained', checkpoint='a.pth'),
+                                       dict(type='Constant', val=0)]),
+               neck=[dict(init_cfg=dict(type='Pretrained', checkpoint='b.pth'))],
+               head=dict(init_cfg=dict(type='Normal')))
+    assert sorted(p2o.drop_pretrained(cfg)) == ['a.pth', 'b.pth']
+    assert cfg['backbone']['init_cfg'] == [dict(type='Constant', val=0)]
+    assert cfg['neck'][0]['init_cfg'] is None and cfg['head']['init_cfg'] == dict(type='Normal')
+
+
 @pytest.mark.slow  # a subprocess importing the stack (~15 s)
 def test_cli_config_and_checkpoint(tmp_path):
     model = _classifier(TINY_CPVT)

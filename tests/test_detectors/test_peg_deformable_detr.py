@@ -11,6 +11,7 @@ pytest.importorskip('mmdet')
 
 SHAPES = [(3, 96, 80), (3, 64, 112)]
 SAME = [(3, 72, 72), (3, 72, 72)]
+MULTIPLES = [(3, 96, 64), (3, 64, 128)]  # batch 96 x 128: multiples of the strides 16 and 32
 VARIANTS = {
     'plain': dict(),
     'refine': dict(with_box_refine=True),
@@ -41,9 +42,12 @@ def _flat(x):
 
 
 @pytest.mark.parametrize('variant,shapes', [
-    ('plain', SHAPES), ('refine', SHAPES), ('two-stage', SHAPES), ('plain', SAME)
+    ('plain', MULTIPLES), ('refine', MULTIPLES), ('two-stage', MULTIPLES), ('plain', SAME)
 ], ids=['plain-padded', 'refine-padded', 'two-stage-padded', 'plain-no-mask'])
 def test_sine_is_bit_identical_to_mmdet(variant, shapes):
+    """Padded batches whose size is a multiple of every stride (mmdet's nearest-interpolated
+    masks are exact there; elsewhere ours differ on purpose: test_exact_padding.py) and the
+    no-mask path."""
     torch.manual_seed(0)
     stock = build(deformable_detr_cfg(**VARIANTS[variant]))
     ours = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='sine',
@@ -140,17 +144,21 @@ def test_no_mask_path_passes_none_to_the_pegs(monkeypatch):
 
 def test_peg_mode_skips_sine_and_keeps_level_embed():
     model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='peg'))
-    feats = (torch.randn(2, 32, 6, 5), torch.randn(2, 32, 3, 3))
+    # stride-32 and stride-64 maps of a 192 x 128 batch (multiples of 64: mmdet's
+    # nearest-interpolated masks are exact there and equal ours, see test_exact_padding.py)
+    feats = (torch.randn(2, 32, 6, 4), torch.randn(2, 32, 3, 2))
+    from mmdet.models.detectors.deformable_detr import DeformableDETR
     from mmdet.structures import DetDataSample
     samples = []
-    for shape in ((192, 160), (160, 128)):
+    for shape in ((192, 128), (128, 64)):
         s = DetDataSample()
-        s.set_metainfo(dict(img_shape=shape, batch_input_shape=(192, 160)))
+        s.set_metainfo(dict(img_shape=shape, batch_input_shape=(192, 128)))
         samples.append(s)
     enc, dec = model.pre_transformer(feats, samples)
-    stock_enc, stock_dec = super(type(model), model).pre_transformer(feats, samples)
+    stock_enc, stock_dec = DeformableDETR.pre_transformer(model, feats, samples)
+    assert enc['feat_mask'].any()
     level = torch.cat([model.level_embed[i].expand(2, n, -1)
-                       for i, n in enumerate((30, 9))], 1)
+                       for i, n in enumerate((24, 6))], 1)
     assert torch.equal(enc['feat_pos'], level)
     for key in ('feat', 'feat_mask', 'spatial_shapes', 'level_start_index', 'valid_ratios'):
         assert torch.equal(enc[key], stock_enc[key]), key

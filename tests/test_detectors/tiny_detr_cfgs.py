@@ -189,3 +189,250 @@ def samples_on_grid(img_shapes, batch_shape, stride=32):
                                                batch_shape[1] * stride)))
         samples.append(s)
     return samples
+
+
+def _focal_head(type, num_classes=3, embed_dims=EMBED, **kwargs):
+    return dict(
+        type=type, num_classes=num_classes, embed_dims=embed_dims,
+        loss_cls=dict(type='FocalLoss', use_sigmoid=True, gamma=2.0, alpha=0.25,
+                      loss_weight=2.0),
+        loss_bbox=dict(type='L1Loss', loss_weight=5.0),
+        loss_iou=dict(type='GIoULoss', loss_weight=2.0), **kwargs)
+
+
+FOCAL_ASSIGNER = dict(assigner=dict(
+    type='HungarianAssigner',
+    match_costs=[
+        dict(type='FocalLossCost', weight=2.0),
+        dict(type='BBoxL1Cost', weight=5.0, box_format='xywh'),
+        dict(type='IoUCost', iou_mode='giou', weight=2.0)
+    ]))
+
+
+def conditional_detr_cfg(type='ConditionalDETR', **kwargs):
+    """A 2+2-layer Conditional-DETR on a quarter-width ResNet-18 C5 (width 256: mmdet's
+    conditional spatial query is a 256-channel sine of the reference points)."""
+    dims = 256
+    cfg = detr_cfg(type=type)
+    cfg['neck'].update(out_channels=dims)
+    cfg['encoder']['layer_cfg'] = dict(
+        self_attn_cfg=dict(embed_dims=dims, num_heads=8, dropout=0.0, batch_first=True),
+        ffn_cfg=_ffn(dims))
+    cfg['decoder']['layer_cfg'] = dict(
+        self_attn_cfg=dict(embed_dims=dims, num_heads=8, attn_drop=0.0, cross_attn=False),
+        cross_attn_cfg=dict(embed_dims=dims, num_heads=8, attn_drop=0.0, cross_attn=True),
+        ffn_cfg=_ffn(dims))
+    cfg.update(positional_encoding=dict(num_feats=dims // 2, normalize=True),
+               bbox_head=_focal_head('ConditionalDETRHead', embed_dims=dims),
+               train_cfg=copy.deepcopy(FOCAL_ASSIGNER))
+    cfg.update(kwargs)
+    return copy.deepcopy(cfg)
+
+
+def dab_detr_cfg(type='DABDETR', **kwargs):
+    """A 2+2-layer DAB-DETR of width 32 on a quarter-width ResNet-18 C5, 5 queries."""
+    cfg = detr_cfg(type=type, with_random_refpoints=False, num_patterns=0)
+    cfg['decoder'] = dict(
+        num_layers=2,
+        query_dim=4,
+        query_scale_type='cond_elewise',
+        with_modulated_hw_attn=True,
+        layer_cfg=dict(
+            self_attn_cfg=dict(embed_dims=EMBED, num_heads=4, attn_drop=0.0, proj_drop=0.0,
+                               cross_attn=False),
+            cross_attn_cfg=dict(embed_dims=EMBED, num_heads=4, attn_drop=0.0, proj_drop=0.0,
+                                cross_attn=True),
+            ffn_cfg=_ffn()),
+        return_intermediate=True)
+    cfg.update(positional_encoding=dict(num_feats=EMBED // 2, temperature=20, normalize=True),
+               bbox_head=_focal_head('DABDETRHead'),
+               train_cfg=copy.deepcopy(FOCAL_ASSIGNER))
+    cfg.update(kwargs)
+    return copy.deepcopy(cfg)
+
+
+def dino_cfg(type='DINO', num_levels=2, **kwargs):
+    """A 2+2-layer DINO on quarter-width ResNet-18 C4/C5, 6 queries, 4 denoising queries
+    (width 256: mmdet's DINO decoder encodes the anchor boxes in 256 channels)."""
+    dims = 256
+    cfg = deformable_detr_cfg(type=type, num_levels=num_levels, embed_dims=dims,
+                              with_box_refine=True, as_two_stage=True)
+    cfg['encoder']['layer_cfg']['self_attn_cfg'].update(num_heads=8)
+    cfg['decoder']['layer_cfg']['self_attn_cfg'].update(num_heads=8)
+    cfg['decoder']['layer_cfg']['cross_attn_cfg'].update(num_heads=8)
+    cfg.update(positional_encoding=dict(num_feats=dims // 2, normalize=True, offset=0.0,
+                                        temperature=20),
+               bbox_head=_focal_head('DINOHead', embed_dims=dims, sync_cls_avg_factor=True),
+               dn_cfg=dict(label_noise_scale=0.5, box_noise_scale=1.0,
+                           group_cfg=dict(dynamic=True, num_groups=None, num_dn_queries=4)),
+               train_cfg=copy.deepcopy(FOCAL_ASSIGNER))
+    cfg['bbox_head'].pop('embed_dims')  # DINOHead takes it from the detector
+    cfg.update(kwargs)
+    return copy.deepcopy(cfg)
+
+
+def pixel_decoder_cfg(type='MSDeformAttnPixelDecoder', feat_channels=EMBED, **kwargs):
+    """Mask2Former's pixel decoder for a quarter-width ResNet-18 (strides 4-32), width 32,
+    2 encoder layers over the last 3 levels."""
+    from mmengine.config import ConfigDict
+    cfg = dict(
+        type=type,
+        in_channels=[16, 32, 64, 128],
+        strides=[4, 8, 16, 32],
+        feat_channels=feat_channels,
+        out_channels=feat_channels,
+        num_outs=3,
+        norm_cfg=dict(type='GN', num_groups=8),
+        act_cfg=dict(type='ReLU'),
+        encoder=dict(
+            num_layers=2,
+            layer_cfg=dict(
+                self_attn_cfg=dict(embed_dims=feat_channels, num_heads=4, num_levels=3,
+                                   num_points=2, dropout=0.0, batch_first=True),
+                ffn_cfg=dict(embed_dims=feat_channels, feedforward_channels=2 * feat_channels,
+                             num_fcs=2, ffn_drop=0.0, act_cfg=dict(type='ReLU', inplace=True)))),
+        positional_encoding=dict(num_feats=feat_channels // 2, normalize=True))
+    cfg.update(kwargs)
+    return ConfigDict(copy.deepcopy(cfg))
+
+
+def mask2former_head_cfg(type='Mask2FormerHead', pixel_decoder=None, num_things=3,
+                         num_stuff=1, **kwargs):
+    """Mask2Former's head of width 32: the tiny pixel decoder, 2 transformer-decoder layers,
+    5 queries."""
+    num_classes = num_things + num_stuff
+    cfg = dict(
+        type=type,
+        in_channels=[16, 32, 64, 128],
+        strides=[4, 8, 16, 32],
+        feat_channels=EMBED,
+        out_channels=EMBED,
+        num_queries=5,
+        num_transformer_feat_level=3,
+        pixel_decoder=pixel_decoder if pixel_decoder is not None else pixel_decoder_cfg(),
+        enforce_decoder_input_project=False,
+        positional_encoding=dict(num_feats=EMBED // 2, normalize=True),
+        transformer_decoder=dict(
+            return_intermediate=True,
+            num_layers=2,
+            layer_cfg=dict(
+                self_attn_cfg=dict(embed_dims=EMBED, num_heads=4, dropout=0.0,
+                                   batch_first=True),
+                cross_attn_cfg=dict(embed_dims=EMBED, num_heads=4, dropout=0.0,
+                                    batch_first=True),
+                ffn_cfg=dict(embed_dims=EMBED, feedforward_channels=2 * EMBED, num_fcs=2,
+                             ffn_drop=0.0, act_cfg=dict(type='ReLU', inplace=True))),
+            init_cfg=None),
+        loss_cls=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=2.0,
+                      reduction='mean', class_weight=[1.0] * num_classes + [0.1]),
+        loss_mask=dict(type='CrossEntropyLoss', use_sigmoid=True, reduction='mean',
+                       loss_weight=5.0),
+        loss_dice=dict(type='DiceLoss', use_sigmoid=True, activate=True, reduction='mean',
+                       naive_dice=True, eps=1.0, loss_weight=5.0))
+    if 'Seg' in type:
+        cfg.update(num_classes=num_classes)
+        for key in ('loss_cls', 'loss_mask', 'loss_dice'):
+            cfg[key]['type'] = 'mmdet.' + cfg[key]['type']
+    else:
+        cfg.update(num_things_classes=num_things, num_stuff_classes=num_stuff)
+    cfg.update(kwargs)
+    from mmengine.config import ConfigDict
+    return ConfigDict(copy.deepcopy(cfg))
+
+
+def mask2former_cfg(head_type='Mask2FormerHead', decoder_type='MSDeformAttnPixelDecoder',
+                    num_things=3, num_stuff=1, **decoder_kwargs):
+    """mmdet's Mask2Former (instance + panoptic) of width 32 on a quarter-width ResNet-18."""
+    cfg = dict(
+        type='Mask2Former',
+        data_preprocessor=dict(PREPROCESSOR, pad_mask=True, mask_pad_value=0, pad_seg=True,
+                               seg_pad_value=255),
+        backbone=dict(BACKBONE, out_indices=(0, 1, 2, 3)),
+        panoptic_head=mask2former_head_cfg(
+            head_type, pixel_decoder_cfg(decoder_type, **decoder_kwargs), num_things,
+            num_stuff),
+        panoptic_fusion_head=dict(type='MaskFormerFusionHead', num_things_classes=num_things,
+                                  num_stuff_classes=num_stuff, loss_panoptic=None,
+                                  init_cfg=None),
+        train_cfg=dict(
+            num_points=64, oversample_ratio=3.0, importance_sample_ratio=0.75,
+            assigner=dict(type='HungarianAssigner', match_costs=[
+                dict(type='ClassificationCost', weight=2.0),
+                dict(type='CrossEntropyLossCost', weight=5.0, use_sigmoid=True),
+                dict(type='DiceCost', weight=5.0, pred_act=True, eps=1.0)]),
+            sampler=dict(type='MaskPseudoSampler')),
+        test_cfg=dict(panoptic_on=True, semantic_on=False, instance_on=True, max_per_image=5,
+                      iou_thr=0.8, filter_low_score=True),
+        init_cfg=None)
+    from mmengine.config import ConfigDict
+    return ConfigDict(copy.deepcopy(cfg))
+
+
+def seg_mask2former_cfg(head_type='Mask2FormerHead',
+                        decoder_type='mmdet.MSDeformAttnPixelDecoder', num_classes=4,
+                        **decoder_kwargs):
+    """mmseg's Mask2Former (EncoderDecoder) of width 32 on a quarter-width ResNet-18."""
+    from mmengine.config import ConfigDict
+    head = mask2former_head_cfg(head_type if head_type != 'Mask2FormerHead' else
+                                'SegMask2FormerHead',
+                                pixel_decoder_cfg(decoder_type, **decoder_kwargs),
+                                num_things=num_classes, num_stuff=0)
+    head['type'] = head_type
+    head.update(
+        align_corners=False,
+        train_cfg=dict(
+            num_points=64, oversample_ratio=3.0, importance_sample_ratio=0.75,
+            assigner=dict(type='mmdet.HungarianAssigner', match_costs=[
+                dict(type='mmdet.ClassificationCost', weight=2.0),
+                dict(type='mmdet.CrossEntropyLossCost', weight=5.0, use_sigmoid=True),
+                dict(type='mmdet.DiceCost', weight=5.0, pred_act=True, eps=1.0)]),
+            sampler=dict(type='mmdet.MaskPseudoSampler')))
+    cfg = dict(
+        type='EncoderDecoder',
+        data_preprocessor=dict(type='SegDataPreProcessor', mean=PREPROCESSOR['mean'],
+                               std=PREPROCESSOR['std'], bgr_to_rgb=True, pad_val=0,
+                               seg_pad_val=255, size_divisor=1),
+        backbone=dict(BACKBONE, type='mmdet.ResNet', out_indices=(0, 1, 2, 3)),
+        decode_head=head,
+        train_cfg=dict(),
+        test_cfg=dict(mode='whole'))
+    return ConfigDict(copy.deepcopy(cfg))
+
+
+def build_seg(cfg):
+    """Build an mmseg segmentor (mmseg or mmposenc types) under mmseg's default scope."""
+    from mmengine.logging import MMLogger
+    from mmengine.registry import DefaultScope
+    from mmseg.utils import register_all_modules
+
+    import mmposenc.models.detectors  # noqa: F401
+    from mmposenc.registry import MODELS
+    register_all_modules(init_default_scope=False)
+    name = f'mmposenc-seg-test-{id(cfg)}'
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        if not DefaultScope.check_instance_created(name):
+            DefaultScope.get_instance(name, scope_name='mmseg')
+        model = MODELS.build(cfg)
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        model.init_weights()
+    finally:
+        logger.setLevel(level)
+    return model
+
+
+def seg_inputs(shapes, num_classes=4, seed=0):
+    """Packed mmseg inputs: uint8 images of ``shapes`` [(3, h, w), ...] with random
+    semantic maps of ``num_classes`` classes."""
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+    gen = torch.Generator().manual_seed(seed)
+    inputs, samples = [], []
+    for c, h, w in shapes:
+        inputs.append(torch.randint(0, 256, (c, h, w), generator=gen, dtype=torch.uint8))
+        s = SegDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w), pad_shape=(h, w)))
+        s.gt_sem_seg = PixelData(data=torch.randint(0, num_classes, (1, h, w), generator=gen))
+        samples.append(s)
+    return dict(inputs=inputs, data_samples=samples)

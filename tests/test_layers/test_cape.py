@@ -1,27 +1,50 @@
-"""CAPE1d / CAPE2d: the plain formula at eval, train-only augmentation, masks, devices."""
+"""CAPE1d / CAPE2d: the plain formula at eval (and CAPE's Appendix A code), train-only
+augmentation, the evaluation range gamma of CAPE Table 6, masks, devices."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from mmposenc.models.layers import CAPE1d, CAPE2d
+from mmposenc.models.layers.encodings.cape import cape2d_frequencies
 from mmposenc.registry import MODELS
 
 
 # ---------------------------------------------------------------- reference formulas
-def plain_cape2d(H, W, C):
-    """The paper's formula written out with loops, independent of the module."""
+def plain_cape2d(H, W, C, gamma=(1., 1.)):
+    """The paper's formula written out with loops, independent of the module: positions on
+    [-gamma, gamma] (gamma = 1 but in CAPE Table 6), E[2k-2] = cos(pi (w_kx x + w_ky y)),
+    E[2k-1] = sin(...), k = 1 .. C/2, with Appendix A's indexing: rho_k = 10^(2k/C) and the
+    angle k - 1."""
     out = torch.zeros(H * W, C, dtype=torch.float64)
-    xs = [-1 + 2 * c / (W - 1) if W > 1 else 0. for c in range(W)]
-    ys = [-1 + 2 * r / (H - 1) if H > 1 else 0. for r in range(H)]
+    xs = [gamma[1] * (-1 + 2 * c / (W - 1)) if W > 1 else 0. for c in range(W)]
+    ys = [gamma[0] * (-1 + 2 * r / (H - 1)) if H > 1 else 0. for r in range(H)]
     for r in range(H):
         for c in range(W):
-            for k in range(C // 2):
+            for k in range(1, C // 2 + 1):
                 rho = 10**(2 * k / C)
-                phase = math.pi * (rho * math.cos(k) * xs[c] + rho * math.sin(k) * ys[r])
-                out[r * W + c, 2 * k] = math.cos(phase)
-                out[r * W + c, 2 * k + 1] = math.sin(phase)
+                phase = math.pi * (rho * math.cos(k - 1) * xs[c] +
+                                   rho * math.sin(k - 1) * ys[r])
+                out[r * W + c, 2 * k - 2] = math.cos(phase)
+                out[r * W + c, 2 * k - 1] = math.sin(phase)
     return out
+
+
+def appendix_a_cape_2d(n_patches, n_channels):
+    """Our transcription of CAPE's Appendix A ``CAPE_2d`` without augmentation (numpy, as
+    there): a [1, n, n] grid with x along the first and y along the second grid axis,
+    output [1, n, n, C] = all cosines, then all sines."""
+    x = np.zeros([1, n_patches, n_patches])
+    y = np.zeros([1, n_patches, n_patches])
+    x += np.linspace(-1, 1, n_patches)[None, :, None]
+    y += np.linspace(-1, 1, n_patches)[None, None, :]
+    half_channels = n_channels // 2
+    rho = 10**(np.arange(1, half_channels + 1) / half_channels)
+    w_x = rho * np.cos(np.arange(half_channels))
+    w_y = rho * np.sin(np.arange(half_channels))
+    phase = np.pi * (w_x * x[:, :, :, None] + w_y * y[:, :, :, None])
+    return np.concatenate([np.cos(phase), np.sin(phase)], axis=-1)
 
 
 def plain_cape1d(T, C, normalize=False, valid=None):
@@ -48,6 +71,25 @@ def test_cape2d_eval_is_plain_formula_and_deterministic(hw):
     torch.testing.assert_close(a[1], ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize('n,C', [(14, 768), (5, 16), (2, 2)])
+def test_cape2d_eval_equals_appendix_a_code(n, C):
+    """The frequencies are indexed as in Appendix A (rho over k = 1..C/2, angles 0..C/2-1).
+    Appendix A puts x on the first grid axis and concatenates cosines and sines; we put x
+    along the width (row-major tokens) and interleave cos/sin as the paper's text writes
+    E_2k, E_2k+1: the same numbers, reordered."""
+    ref = torch.from_numpy(appendix_a_cape_2d(n, C))[0]  # [x index, y index, C]
+    ref = ref.transpose(0, 1).reshape(n * n, C)  # token (row y, column x)
+    half = C // 2
+    ref = torch.stack((ref[:, :half], ref[:, half:]), dim=-1).flatten(1)  # interleave
+    ours = CAPE2d(C).double().eval()((n, n))[0]
+    assert (ours - ref).abs().max() < 1e-5  # the frequencies are stored in float32
+    w_x, w_y = cape2d_frequencies(C)
+    rho = (w_x**2 + w_y**2).sqrt()
+    assert math.isclose(rho[0].item(), 10**(2 / C), rel_tol=1e-6)  # k = 1, not 10^0
+    assert math.isclose(rho[-1].item(), 10., rel_tol=1e-6)  # k = C/2
+    assert w_y[0] == 0 and w_x[0] > 0  # angle 0 for k = 1
+
+
 def test_cape2d_augmentation_changes_train_output_only():
     cape = CAPE2d(16)  # ViT defaults: shift 0.5, local 1/N, scaling 1.4
     plain = cape.eval()((4, 4), batch_size=3)
@@ -68,8 +110,7 @@ def test_cape2d_augmentation_changes_train_output_only():
 
 @pytest.mark.parametrize('which', ['shift', 'local', 'scale'])
 def test_cape2d_each_augmentation_is_what_it_says(which):
-    """Recover the augmented positions from the embedding's first channel pair (k=0:
-    w_x = 1, w_y = 0, so the phase is pi * x) and check their structure."""
+    """The augmented positions have the structure of each augmentation."""
     kw = dict(max_global_shift=0., max_local_shift=0., max_global_scaling=1.)
     kw.update({'shift': dict(max_global_shift=0.3), 'local': dict(max_local_shift=0.05),
                'scale': dict(max_global_scaling=1.2)}[which])
@@ -88,6 +129,48 @@ def test_cape2d_each_augmentation_is_what_it_says(which):
         r = ratio[0][nz[0]]
         assert torch.allclose(r, r[:1].expand_as(r))
         assert (ratio[nz] >= 1 / 1.2 - 1e-6).all() and (ratio[nz] <= 1.2 + 1e-6).all()
+
+
+@pytest.mark.parametrize('gamma', [0.5, 'linear', 'sqrt'])
+def test_cape2d_eval_pos_range_gamma(gamma):
+    """CAPE Table 6: at evaluation positions span [-gamma, gamma] per axis with gamma a number,
+    N / N_train ('linear', the paper's r / 224) or sqrt(N / N_train); training ignores it."""
+    train_hw, hw = (14, 14), (10, 20)  # e.g. 160 x 320 px seen by a model trained at 224
+    cape = CAPE2d(32, eval_pos_range=gamma, grid_size=train_hw).eval()
+    if gamma == 0.5:
+        g = (0.5, 0.5)
+    else:
+        g = tuple(n / t for n, t in zip(hw, train_hw))
+        g = g if gamma == 'linear' else tuple(math.sqrt(v) for v in g)
+    torch.testing.assert_close(cape(hw)[0], plain_cape2d(*hw, 32, gamma=g).float(),
+                               atol=1e-5, rtol=1e-5)
+    x, y = cape.positions(hw)
+    assert math.isclose(x.max().item(), g[1], rel_tol=1e-6)
+    assert math.isclose(y.max().item(), g[0], rel_tol=1e-6)
+    # gamma = 1 at the training grid for 'linear' / 'sqrt': the plain embedding
+    if gamma != 0.5:
+        torch.testing.assert_close(cape(train_hw), CAPE2d(32).eval()(train_hw))
+    # training positions: [-1, 1] before the augmentation, whatever gamma
+    kw = dict(max_global_shift=0., max_local_shift=0., max_global_scaling=1.)
+    trained = CAPE2d(32, eval_pos_range=gamma, grid_size=train_hw, **kw).train()
+    torch.testing.assert_close(trained(hw), CAPE2d(32).eval()(hw))
+
+
+def test_cape2d_eval_pos_range_with_a_mask_and_in_pevit():
+    """With a padding mask, N is the valid extent of each image; PEViT passes its training
+    grid."""
+    cape = CAPE2d(16, eval_pos_range='linear', grid_size=(4, 4)).eval()
+    mask = torch.ones(1, 6, 8, dtype=torch.bool)
+    mask[0, :2, :3] = False  # a 2 x 3 image in a 6 x 8 batch
+    emb = cape((6, 8), padding_mask=mask)
+    valid = emb[0].view(6, 8, 16)[:2, :3].reshape(6, 16)
+    torch.testing.assert_close(valid, plain_cape2d(2, 3, 16, gamma=(2 / 4, 3 / 4)).float(),
+                               atol=1e-5, rtol=1e-5)
+    from mmposenc.models.backbones import PEViT
+    vit = PEViT(arch=dict(embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64),
+                img_size=(32, 48), patch_size=4,
+                pos_encoding=dict(type='CAPE2d', eval_pos_range='sqrt'))
+    assert vit.pos_encodings[0].grid_size == (8, 12)
 
 
 def test_cape2d_auto_local_shift_is_one_over_n():
@@ -138,6 +221,12 @@ def test_cape2d_bad_inputs():
         CAPE2d(16, max_global_scaling=0.5)
     with pytest.raises(ValueError, match='padding_mask'):
         CAPE2d(16)((3, 4), padding_mask=torch.zeros(2, 11, dtype=torch.bool))
+    with pytest.raises(ValueError, match='eval_pos_range'):
+        CAPE2d(16, eval_pos_range='log', grid_size=(4, 4))
+    with pytest.raises(ValueError, match='eval_pos_range'):
+        CAPE2d(16, eval_pos_range=0.)
+    with pytest.raises(ValueError, match='grid_size'):
+        CAPE2d(16, eval_pos_range='linear')
 
 
 def test_cape2d_device_and_dtype_follow_the_module():

@@ -224,7 +224,7 @@ def test_registry_and_repr():
 
 
 def test_layer_module_does_not_import_mmdet():
-    code = ('import sys; import mmposenc.models.layers.masked_peg; '
+    code = ('import sys; import mmposenc.models.layers.generators.masked_peg; '
             "assert 'mmdet' not in sys.modules, 'mmdet imported'")
     subprocess.run([sys.executable, '-c', code], check=True)
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from mmposenc.models.backbones import PEViT
 from mmposenc.models.layers import MPA, PeripheralPE
-from mmposenc.models.layers.mpa import gate_to_bias
+from mmposenc.models.layers.attention.mpa import gate_to_bias
 
 _spec = importlib.util.spec_from_file_location(
     'pervit_reference', osp.join(osp.dirname(osp.dirname(__file__)), 'pervit_reference.py'))
@@ -76,8 +76,10 @@ def test_log_bias_identity_with_zero_gate():
 
 
 def test_content_free_is_normalised_phi_p_times_v():
+    """Table 1 (c), Phi_c off."""
     torch.manual_seed(0)
-    mpa = MPA(32, 2, content_free=True).double()
+    mpa = MPA(32, 2, with_phi_c=False).double()
+    assert mpa.content_free and 'with_phi_c=False' in repr(mpa)
     assert not hasattr(mpa, 'qkv')
     x = torch.randn(2, 12, 32, dtype=torch.float64)
     phi = mpa.ppe((3, 4))
@@ -85,6 +87,51 @@ def test_content_free_is_normalised_phi_p_times_v():
     out = (phi / phi.sum(-1, keepdim=True)) @ v
     expected = mpa.proj(out.transpose(1, 2).reshape(2, 12, 32))
     torch.testing.assert_close(mpa(x, (3, 4)), expected)
+
+
+def test_without_phi_p_attention_ignores_positions():
+    """Table 1 (b), Phi_p off: MHSA; permuting the tokens permutes the output."""
+    torch.manual_seed(0)
+    mpa = MPA(32, 4, with_phi_p=False).double()
+    assert mpa.ppe is None and mpa.position_bias((3, 4)) is None
+    x = torch.randn(2, 12, 32, dtype=torch.float64)
+    perm = torch.randperm(12)
+    torch.testing.assert_close(mpa(x[:, perm], (3, 4)), mpa(x, (3, 4))[:, perm])
+    q, k, v = mpa.qkv(x).reshape(2, 12, 3, 4, 8).permute(2, 0, 3, 1, 4)
+    expected = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, -1) @ v
+    torch.testing.assert_close(mpa(x, (3, 4)),
+                               mpa.proj(expected.transpose(1, 2).reshape(2, 12, 32)))
+    with_p = MPA(32, 4).double()  # with Phi_p the same permutation changes the output
+    with torch.no_grad():
+        with_p.qkv.weight.copy_(mpa.qkv.weight)
+        with_p.proj.load_state_dict(mpa.proj.state_dict())
+    assert not torch.allclose(with_p(x[:, perm], (3, 4)), with_p(x, (3, 4))[:, perm])
+    with pytest.raises(ValueError, match='Phi_p or Phi_c'):
+        MPA(32, 4, with_phi_p=False, with_phi_c=False)
+
+
+@pytest.mark.parametrize('kwargs', [dict(), dict(with_phi_p=False), dict(with_phi_c=False)])
+def test_attention_maps_are_the_factors_of_the_attention(kwargs):
+    """phi_c = exp(QK^T tau - max), phi_a = phi_c * phi_p; Normalize[phi_a] V is the MPA."""
+    torch.manual_seed(0)
+    mpa = MPA(32, 4, **kwargs).double().eval()
+    x = torch.randn(2, 20, 32, dtype=torch.float64)
+    maps = mpa.attention_maps(x, (4, 5))
+    assert maps['phi_c'].shape == maps['phi_a'].shape == (2, 4, 20, 20)
+    assert maps['phi_p'].shape == (4, 20, 20)
+    torch.testing.assert_close(maps['phi_a'], maps['phi_c'] * maps['phi_p'])
+    if mpa.with_phi_c:
+        assert torch.all(maps['phi_c'].amax(-1) == 1)
+    else:
+        assert torch.all(maps['phi_c'] == 1)
+    assert mpa.with_phi_p or torch.all(maps['phi_p'] == 1)
+    attn = maps['phi_a'] / maps['phi_a'].sum(-1, keepdim=True)
+    if mpa.content_free:
+        v = mpa.v(x).reshape(2, 20, 4, 8).transpose(1, 2)
+    else:
+        v = mpa.qkv(x).reshape(2, 20, 3, 4, 8).permute(2, 0, 3, 1, 4)[2]
+    out = mpa.proj((attn @ v).transpose(1, 2).reshape(2, 20, 32))
+    torch.testing.assert_close(out, mpa(x, (4, 5)))
 
 
 def test_extra_tokens_are_not_gated():
@@ -102,8 +149,7 @@ def test_gradients_reach_every_parameter():
     torch.manual_seed(0)
     mpa = MPA(32, 4, ppe_cfg=dict(train_chunk_elems=1))
     mpa(torch.randn(2, 20, 32), (4, 5)).square().sum().backward()
-    for name, p in mpa.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    ref.check_gradients(mpa)
 
 
 def test_deit_plus_ppe_in_pevit():
@@ -124,9 +170,24 @@ def test_deit_plus_ppe_in_pevit():
     out = vit(torch.randn(2, 3, 32, 40))[0]
     assert out.shape == (2, 48)
     out.sum().backward()
-    for n, p in pe.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, n
+    ref.check_gradients(pe)
     # the bias equals log Phi_p of the layer, padded for the class token
     q = torch.randn(1, 3, 1 + 16, 16)
     bias = pe.attn_bias(q, q, (4, 4), 1)
     torch.testing.assert_close(bias[0, :, 1:, 1:].exp(), pe.ppes[1]((4, 4)))
+
+
+@pytest.mark.parametrize('init', ['conv', 'rand'])
+def test_deit_plus_ppe_inits(init):
+    """Table 5 inits in DeiT + PPE: conv = (s_l, v_l) = (-5, 3) in every layer; rand draws
+    the norms too."""
+    torch.manual_seed(0)
+    pe = PeripheralPE(embed_dims=48, num_heads=3, num_layers=4, init=init)
+    pe.init_weights()
+    if init == 'conv':
+        for m in pe.ppes:
+            assert torch.all(m.norm2.bias == -5.0) and torch.all(m.norm2.weight == 3.0)
+            assert torch.all(m.proj2.weight == 0.02)
+    else:
+        assert not torch.equal(pe.ppes[0].norm2.weight, pe.ppes[1].norm2.weight)
+        assert pe.ppes[0].norm1.bias.abs().sum() > 0

@@ -5,11 +5,11 @@ import torch
 from mmposenc.models.layers import (CoPE, LearnableAbsolutePE, NoPositionEncoding,
                                     PEMultiheadAttention, RelativePositionBias2d, RoPE2d,
                                     SinCos2dPE)
-from mmposenc.models.layers.cope import cope_positions, interpolate_integer_positions
-from mmposenc.models.layers.learnable_abs_pe import resize_grid_embed
-from mmposenc.models.layers.rel_pos_bias import clipped_relative_index
-from mmposenc.models.layers.rope2d import apply_rotary, build_rope2d_angles
-from mmposenc.models.layers.sincos_pe import build_2d_sincos_embedding
+from mmposenc.models.layers.encodings.cope import cope_positions, interpolate_integer_positions
+from mmposenc.models.layers.encodings.learnable_abs import resize_grid_embed
+from mmposenc.models.layers.encodings.rel_pos_bias import clipped_relative_index
+from mmposenc.models.layers.encodings.rope2d import apply_rotary, build_rope2d_angles
+from mmposenc.models.layers.encodings.sincos import build_2d_sincos_embedding
 
 
 def test_no_pe_attention_is_permutation_equivariant():

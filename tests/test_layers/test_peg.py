@@ -83,7 +83,7 @@ def test_translation_equivariance_on_interior_tokens(cfg):
 
 def test_zero_padding_makes_border_tokens_position_aware():
     """On a constant input the interior outputs are all equal while the border ones
-    differ: the zero padding is what tells a token where it is (CPVT §3.2)."""
+    differ: the zero padding is what tells a token where it is (CPVT [L] §3.2)."""
     peg = _init(PEG(C, residual=False)).eval()
     hw = (6, 6)
     out = peg(torch.ones(1, 36, C), hw).transpose(1, 2).reshape(1, C, *hw)
@@ -133,37 +133,75 @@ def test_frozen_has_no_trainable_parameters_and_keeps_bn_stats():
     assert torch.equal(bn.running_mean, mean) and not bn.training
 
 
-def test_no_padding_variant_encodes_interior_only():
-    peg = _init(PEG(C, padding='none', residual=False)).eval()
-    hw = (6, 7)
-    out = peg(_tokens(hw), hw).transpose(1, 2).reshape(2, C, *hw)
-    border = torch.ones(hw, dtype=torch.bool)
-    border[1:-1, 1:-1] = False
-    assert torch.all(out[..., border] == 0)
-    assert torch.all(out[..., ~border] != 0)
-    # equals a valid convolution on the interior
+def test_no_padding_shortens_the_sequence_as_in_the_paper():
+    """CPVT [E] Table 10 / [L] Table 11: removing the zero padding "shortens the input sequence
+    length from 196 to 144": a valid 3x3 convolution on 14 x 14 gives 12 x 12, and the residual
+    adds the centre crop of X. No zero is ever read, so no border token is marked."""
+    peg = _init(PEG(C, padding='none', num_extra_tokens=1)).eval()
+    hw = (14, 14)
+    assert peg.out_shape(hw) == (12, 12)
+    x = _tokens(hw, extra=1)
+    y = peg(x, hw)
+    assert x.shape[1] == 1 + 196 and y.shape == (2, 1 + 144, C)
+    assert torch.equal(y[:, :1], x[:, :1])  # class token unchanged
     conv = peg.proj[0]
-    x = _tokens(hw).transpose(1, 2).reshape(2, C, *hw)
-    torch.testing.assert_close(out[..., 1:-1, 1:-1],
-                               F.conv2d(x, conv.weight, conv.bias, groups=C))
-    # grids too small for a valid conv get no encoding (identity with residual)
-    peg_res = _init(PEG(C, padding='none'))
-    x = _tokens((2, 5))
-    torch.testing.assert_close(peg_res(x, (2, 5)), x)
+    feat = x[:, 1:].transpose(1, 2).reshape(2, C, *hw)
+    ref = F.conv2d(feat, conv.weight, conv.bias, groups=C) + feat[..., 1:-1, 1:-1]
+    torch.testing.assert_close(y[:, 1:], ref.flatten(2).transpose(1, 2))
+    # the same module on a non-square grid, and a stack of two valid 5x5 layers
+    assert peg(_tokens((7, 4), extra=1), (7, 4)).shape == (2, 1 + 5 * 2, C)
+    stack = _init(PEG(C, kernel_size=5, num_layers=2, padding='none')).eval()
+    assert stack.out_shape((14, 10)) == (6, 2)
+    assert stack(_tokens((14, 10)), (14, 10)).shape == (2, 12, C)
 
 
-def test_no_padding_is_fully_translation_equivariant_on_interior():
-    """Without zero padding only interior (valid) tokens are encoded: equivariance
-    holds wherever the valid window does not wrap around."""
+def test_no_padding_gives_constant_input_a_constant_output():
+    """With zero padding a constant input comes out with a marked border (the paper's source of
+    absolute position); without padding every output token is the same."""
+    peg = _init(PEG(C, padding='none', residual=False)).eval()
+    out = peg(torch.ones(1, 36, C), (6, 6))
+    torch.testing.assert_close(out, out[:, :1].expand_as(out))
+
+
+@pytest.mark.parametrize('hw', [(2, 5), (1, 1), (5, 2)])
+def test_no_padding_grid_too_small_raises(hw):
+    peg = PEG(C, padding='none')
+    with pytest.raises(ValueError, match=r"padding='none' shrinks the grid"):
+        peg(_tokens(hw), hw)
+
+
+def test_no_padding_is_translation_equivariant():
+    """Without zero padding the PEG is a valid convolution: a circular shift of the input
+    shifts the output wherever no window wraps around."""
     peg = _init(PEG(C, padding='none', residual=False)).eval()
     hw = (10, 10)
     x = _tokens(hw)
     feat = x.transpose(1, 2).reshape(2, C, *hw)
-    out = peg(x, hw).transpose(1, 2).reshape(2, C, *hw)
+    out = peg(x, hw).transpose(1, 2).reshape(2, C, 8, 8)
     sh = torch.roll(feat, (1, 1), dims=(2, 3)).flatten(2).transpose(1, 2)
-    out_sh = peg(sh, hw).transpose(1, 2).reshape(2, C, *hw)
-    torch.testing.assert_close(torch.roll(out, (1, 1), (2, 3))[..., 2:-1, 2:-1],
-                               out_sh[..., 2:-1, 2:-1])
+    out_sh = peg(sh, hw).transpose(1, 2).reshape(2, C, 8, 8)
+    torch.testing.assert_close(out[..., :-1, :-1], out_sh[..., 1:, 1:])
+
+
+def test_kernel_one_has_no_neighbourhood():
+    """Kernel 1 ([E] Table 9, [L] Table 5): every token is encoded from itself only, so a
+    permutation of the tokens permutes the output (no position information at all)."""
+    peg = _init(PEG(C, kernel_size=1)).eval()
+    assert peg.out_shape((5, 6)) == (5, 6)
+    x = _tokens((5, 6))
+    perm = torch.randperm(30, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(peg(x, (5, 6))[:, perm], peg(x[:, perm], (5, 6)))
+    assert sum(p.numel() for p in PEG(192, kernel_size=1).parameters()) == 192 + 192
+
+
+def test_twelve_stacked_dense_1x1_parameter_count():
+    """[E] Table 11 / [L] Table 5 "1 (12x)": twelve fully connected (1x1) layers after the first
+    encoder, 6.13M parameters in CPVT-Ti against 5.68M for one 3x3 PEG; dense 1x1 + bias + BN
+    per layer is 12 * (192 * 192 + 192 + 2 * 192) = 449,280 weights."""
+    peg = PEG(192, kernel_size=1, conv_type='dense', num_layers=12)
+    assert sum(p.numel() for p in peg.parameters()) == 12 * (192 * 192 + 192 + 2 * 192)
+    assert sum(isinstance(m, torch.nn.Conv2d) and m.kernel_size == (1, 1)
+               for m in peg.modules()) == 12
 
 
 @pytest.mark.parametrize('hw,out_hw', [((8, 8), (4, 4)), ((7, 5), (4, 3)), ((1, 1), (1, 1))])
@@ -190,9 +228,9 @@ def test_state_dict_round_trip():
 
 
 @pytest.mark.parametrize('kwargs,match', [
-    (dict(kernel_size=4), r'odd int >= 3'),
-    (dict(kernel_size=1), r'odd int >= 3'),
-    (dict(kernel_size=2), r'odd int >= 3'),
+    (dict(kernel_size=4), r'odd int >= 1'),
+    (dict(kernel_size=0), r'odd int >= 1'),
+    (dict(kernel_size=2), r'odd int >= 1'),
     (dict(conv_type='grouped'), r"one of \('depthwise', 'separable', 'dense'\)"),
     (dict(padding='reflect'), r"one of \('zeros', 'none'\)"),
     (dict(stride=2, residual=True), r'residual=True needs stride=1'),

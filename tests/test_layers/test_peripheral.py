@@ -6,9 +6,10 @@ import os.path as osp
 import pytest
 import torch
 
-from mmposenc.models.layers import (PeripheralDistanceEmbedding, PeripheralPositionEncoding,
-                                    pairwise_distances, peripheral_init_schedule)
-from mmposenc.models.layers.peripheral import _ChunkedPeripheral, _window_affine
+from mmposenc.models.layers import (PeripheralDistanceEmbedding, PeripheralLearnableEmbedding,
+                                    PeripheralPositionEncoding, pairwise_distances,
+                                    peripheral_init_schedule, ppe_init_schedule)
+from mmposenc.models.layers.generators.peripheral import _ChunkedPeripheral, _window_affine
 
 _spec = importlib.util.spec_from_file_location(
     'pervit_reference', osp.join(osp.dirname(osp.dirname(__file__)), 'pervit_reference.py'))
@@ -113,24 +114,135 @@ def test_peripheral_init_is_local_early_and_global_late():
     assert last[0, centre].min() > 0.9  # almost uniform: global
 
 
-def test_conv_init_heads_look_at_distinct_neighbours():
-    ppe = PeripheralPositionEncoding(4, init='conv')
-    hw = (9, 9)
-    centre = 4 * 9 + 4
-    out = ppe(hw)
-    peaks = set()
-    for h, (dy, dx) in enumerate(ppe.conv_offsets()):
-        assert out[h, centre].argmax().item() == (4 + dy) * 9 + (4 + dx)
-        peaks.add((dy, dx))
-    assert len(peaks) == 4
+def test_conv_init_is_the_peripheral_init_at_s_minus5_v3_and_nothing_else():
+    """Table 5 "conv": s_l = -5, v_l = 3; every other parameter as Eq. 9, no per-head offsets."""
+    conv = PeripheralPositionEncoding(4, init='conv', init_norm_bias=-5.0, init_norm_weight=3.0)
+    peri = PeripheralPositionEncoding(4, init='peripheral', init_norm_bias=-5.0,
+                                      init_norm_weight=3.0)
+    for (name, a), (_, b) in zip(conv.state_dict().items(), peri.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert torch.all(conv.proj2.weight == 0.02) and torch.all(conv.norm2.bias == -5.0)
+    out = conv((9, 9))
+    for h in range(1, 4):  # every head the same map, peaked at the query
+        assert torch.equal(out[h], out[0])
+    assert out[0, 40].argmax() == 40
+    assert ppe_init_schedule('conv', 12) == [(-5.0, 3.0)] * 12
+    assert ppe_init_schedule('peripheral', 12) == peripheral_init_schedule(12)
 
 
-def test_rand_init_differs_from_peripheral():
+@pytest.mark.parametrize('multi_layer', [True, False])
+def test_rand_init_draws_every_phi_p_parameter(multi_layer):
+    """Table 5 "rand": w_r, b_r, the projections and both norms' weights and biases."""
     torch.manual_seed(0)
-    a = PeripheralPositionEncoding(4, init='rand')
-    b = PeripheralPositionEncoding(4)
-    assert not torch.equal(a.proj1.weight, b.proj1.weight)
-    assert a.dist_embed.weight.std() > 0
+    a = PeripheralPositionEncoding(4, init='rand', multi_layer=multi_layer)
+    b = PeripheralPositionEncoding(4, init='rand', multi_layer=multi_layer)
+    peri = PeripheralPositionEncoding(4, multi_layer=multi_layer)
+    names = [n for n, _ in a.named_parameters()]
+    assert {'norm2.weight', 'norm2.bias', 'distance_embed.weight',
+            'distance_embed.bias'} <= set(names)
+    if multi_layer:
+        assert {'norm1.weight', 'norm1.bias', 'proj1.weight'} <= set(names)
+    for (n, pa), pb, pp in zip(a.named_parameters(), b.parameters(), peri.parameters()):
+        assert pa.unique().numel() > 0.9 * pa.numel(), n  # drawn, not constant
+        assert not torch.equal(pa, pb) and not torch.equal(pa, pp), n
+    for norm in a.norms:  # U(-1, 1), not the GroupNorm default 1 / 0
+        assert norm.weight.abs().max() <= 1 and norm.weight.min() < 0.9
+        assert norm.bias.abs().max() > 0
+    a.init_weights()  # redraws, never falls back to Eq. 9
+    assert a.norm2.weight.unique().numel() == 4
+
+
+def _closed_form(ppe, hw_shape, multi_layer):
+    """Phi_p of a K = 1 design from its definition on the (N, N) distance matrix."""
+    r = ppe.dist_embed(pairwise_distances(hw_shape, dtype=torch.float64))  # (N, N, D_r)
+    x = r.permute(2, 0, 1)  # (D_r, q, k): a per-query image over the keys
+    if multi_layer:
+        x = torch.einsum('or,rqk->oqk', ppe.proj1.weight[:, :, 0, 0], x) + \
+            ppe.proj1.bias[:, None, None]
+        if ppe.with_norms:
+            x = torch.nn.functional.group_norm(x.transpose(0, 1), x.shape[0],
+                                               ppe.norm1.weight, ppe.norm1.bias).transpose(0, 1)
+        x = x.relu()
+    x = torch.einsum('hr,rqk->hqk', ppe.proj2.weight[:, :, 0, 0], x) + \
+        ppe.proj2.bias[:, None, None]
+    if ppe.with_norms:
+        x = torch.nn.functional.group_norm(x.transpose(0, 1), x.shape[0], ppe.norm2.weight,
+                                           ppe.norm2.bias).transpose(0, 1)
+    return x.sigmoid()
+
+
+@pytest.mark.parametrize('multi_layer,with_norms', [(False, True), (False, False),
+                                                   (True, False), (True, True)])
+def test_designs_without_neighbourhood_match_their_definition(multi_layer, with_norms):
+    """Table 5 designs with K = 1: "Euc" (one projection), "Euc + ML" (Eq. 6 / Eq. 8)."""
+    init = 'rand' if multi_layer and not with_norms else 'peripheral'
+    ppe = _perturbed(init=init, kernel_size=1, multi_layer=multi_layer, with_norms=with_norms)
+    for hw in [(5, 7), (1, 3)]:
+        with torch.no_grad():
+            torch.testing.assert_close(ppe(hw), _closed_form(ppe, hw, multi_layer),
+                                       rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize('design', [dict(), dict(kernel_size=1), dict(multi_layer=False),
+                                    dict(embedding='lrn'), dict(with_norms=False)])
+def test_generic_path_equals_fused_path_and_gets_gradients(design):
+    init = 'rand' if design.get('with_norms') is False else 'peripheral'
+    ppe = _perturbed(init=init, **design)
+    fused = ppe.compute((4, 6), chunk_queries=5)
+    ppe._force_generic = True
+    generic = ppe.compute((4, 6), chunk_queries=5)
+    torch.testing.assert_close(generic, fused, rtol=1e-10, atol=1e-10)
+    generic.exp().sum().backward()
+    ref.check_gradients(ppe)
+
+
+def test_two_projections_without_norms_reject_the_peripheral_init():
+    """Without the norms Eq. 9's P1(-c1 ||q - k||) < 0 everywhere: the ReLU zeroes it."""
+    with pytest.raises(ValueError, match="init='rand'"):
+        PeripheralPositionEncoding(4, with_norms=False)
+    dead = PeripheralPositionEncoding(4, init='rand', with_norms=False)
+    with torch.no_grad():
+        dead.dist_embed.weight.fill_(-0.02)
+        dead.dist_embed.bias.zero_()
+        dead.proj1.weight.fill_(0.02)
+        dead.proj1.bias.zero_()
+    out = dead.compute((5, 5), log=False)
+    assert torch.allclose(out, out[:, :1, :1].expand_as(out))  # constant sigmoid(b2)
+    out.sum().backward()
+    assert dead.proj1.weight.grad.abs().sum() == 0 and dead.dist_embed.weight.grad.abs().sum() == 0
+
+
+def test_lrn_starts_equal_to_euc_and_resamples_for_other_grids():
+    """Table 5 "Lrn": a learnable R per offset, shared; it starts as -c1 ||q - k||."""
+    torch.manual_seed(0)
+    lrn = PeripheralLearnableEmbedding(16)
+    assert lrn.table.shape == (16, 31, 31)  # offsets of 14 x 14 tokens + 2 for the projections
+    euc = PeripheralPositionEncoding(4)
+    ppe = PeripheralPositionEncoding(4, distance_embed=lrn)
+    assert ppe.embedding == 'lrn' and 'lrn' in repr(ppe)
+    with torch.no_grad():  # 14 x 14 reads the table itself: the same Phi_p as Euc
+        torch.testing.assert_close(ppe((14, 14)), euc((14, 14)), rtol=1e-5, atol=1e-6)
+    assert lrn.offset_image((14, 14), (15, 15)) is lrn.table
+    assert ppe((5, 9)).shape == (4, 45, 45)  # other grids: a bicubic resampling
+    ppe.compute((6, 6)).sum().backward()
+    assert lrn.table.grad is not None and lrn.table.grad.abs().sum() > 0
+    assert PeripheralLearnableEmbedding(16, init='rand').table.abs().max() <= 1
+    own = PeripheralPositionEncoding(2, embedding='lrn', kernel_size=1)
+    assert own.dist_embed.radius_pad == 0 and own((3, 4)).shape == (2, 12, 12)
+    with pytest.raises(ValueError, match='padded'):
+        PeripheralPositionEncoding(2, distance_embed=PeripheralLearnableEmbedding(8, radius_pad=1))
+
+
+def test_frozen_phi_p_is_cached_in_training():
+    ppe = _perturbed().float().train()
+    a = ppe.log_gate((5, 6))
+    assert a.requires_grad and not ppe.frozen
+    ppe.requires_grad_(False)
+    ppe.dist_embed.requires_grad_(False)
+    assert ppe.frozen
+    b = ppe.log_gate((5, 6))
+    assert ppe.log_gate((5, 6)) is b and not b.requires_grad  # served from the cache
+    torch.testing.assert_close(a.detach(), b)
 
 
 def test_eval_cache_hit_and_invalidation():
@@ -200,8 +312,7 @@ def test_gradients_reach_every_parameter_and_gradcheck():
     ppe = _perturbed(num_heads=2, train_chunk_elems=1)  # one query per chunk, checkpointed
     out = ppe.compute((4, 3), log=True)
     out.square().sum().backward()
-    for name, p in ppe.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    ref.check_gradients(ppe)
 
     small = _perturbed(num_heads=1, dist_dims=2, hidden_dims=2)
     hw = (2, 3)
@@ -234,4 +345,8 @@ def test_bad_arguments():
                                    dist_dims=16)
     with pytest.raises(ValueError, match='hw_shape'):
         PeripheralPositionEncoding(4)((0, 3))
+    with pytest.raises(ValueError, match='embedding must be one of'):
+        PeripheralPositionEncoding(4, embedding='sin')
+    with pytest.raises(TypeError, match='distance_embed must be'):
+        PeripheralPositionEncoding(4, distance_embed=torch.nn.Linear(1, 16))
     assert 'init=' in repr(PeripheralPositionEncoding(4))

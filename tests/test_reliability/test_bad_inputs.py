@@ -4,7 +4,9 @@ Each case is ``(id, thunk, exception type, regex the message must match)``; none
 obscurely (a bare RuntimeError from deep inside torch) or return a silently wrong shape.
 """
 import importlib.util
+import os
 import os.path as osp
+import pickle
 import subprocess
 import sys
 
@@ -12,7 +14,7 @@ import cv2
 import pytest
 import torch
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, _shared_dir
 
 from mmposenc.models.backbones import CPVT, PEViT, PVTPEG, PerViT, SwinPEG
 from mmposenc.models.layers import (CAPE1d, CAPE2d, MPA, PEG, MaskedPEG,
@@ -46,9 +48,9 @@ def call(module_factory, *args, **kwargs):
 CASES = []
 
 
-def case(id, exc, match):
+def case(id, exc, match, marks=()):
     def deco(fn):
-        CASES.append(pytest.param(fn, exc, match, id=id))
+        CASES.append(pytest.param(fn, exc, match, id=id, marks=marks))
         return fn
     return deco
 
@@ -58,9 +60,11 @@ def add(id, fn, exc, match):
 
 
 # ----------------------------------------------------------------------------- PEG
-for k in (2, 4, 1, 0, -3, 3.0, '3'):
+for k in (2, 4, 0, -3, 3.0, '3'):
     add(f'peg-kernel-{k!r}', lambda k=k: PEG(8, kernel_size=k), ValueError,
-        'kernel_size must be an odd int >= 3')
+        'kernel_size must be an odd int >= 1')
+add('peg-no-padding-grid-too-small', call(lambda: PEG(8, padding='none'), t(1, 4, 8), (2, 2)),
+    ValueError, r"padding='none' shrinks the grid by 2")
 for c in (0, -1, 2.5, None):
     add(f'peg-in-channels-{c!r}', lambda c=c: PEG(c), ValueError,
         'in_channels must be a positive int')
@@ -213,6 +217,9 @@ add('abs-grid', lambda: MODELS.build(dict(type='LearnableAbsolutePE', embed_dims
 add('pegpe-layer-index', lambda: MODELS.build(dict(type='PEGPositionEncoding', embed_dims=8,
                                                    num_layers=2, layer_indices=(2, ))),
     ValueError, 'layer index 2 out of range for 2 layers')
+add('pegpe-no-padding', lambda: MODELS.build(dict(type='PEGPositionEncoding', embed_dims=8,
+                                                  peg_cfg=dict(padding='none'))),
+    ValueError, 'PEGPositionEncoding needs PEGs that keep the token grid')
 add('pegpe-layer-dup', lambda: MODELS.build(dict(type='PEGPositionEncoding', embed_dims=8,
                                                  num_layers=2, layer_indices=(0, 0))),
     ValueError, 'layer_indices must be distinct')
@@ -240,7 +247,7 @@ add('cpvt-out-index-neg', lambda: CPVT(TINY_VIT, out_indices=(-3, )), ValueError
 add('cpvt-peg-position', lambda: CPVT(TINY_VIT, peg_positions=(2, )), ValueError,
     r'peg_positions must be in \[-1, 1\], got 2')
 add('cpvt-peg-kernel', lambda: CPVT(TINY_VIT, peg_cfg=dict(kernel_size=4)), ValueError,
-    'kernel_size must be an odd int >= 3')
+    'kernel_size must be an odd int >= 1')
 add('cpvt-heads', lambda: CPVT(dict(TINY_VIT, num_heads=3)), ValueError,
     'must be divisible by num_heads')
 add('cpvt-input-channels', call(lambda: CPVT(TINY_VIT, img_size=16, patch_size=8),
@@ -271,7 +278,7 @@ add('pvt-out-index', lambda: PVTPEG(TINY_PVT, out_indices=(2, )), ValueError,
 add('pvt-heads', lambda: PVTPEG(dict(TINY_PVT, num_heads=[3, 2]), out_indices=(1, )), ValueError,
     'must be divisible by num_heads')
 add('pvt-peg-kernel', lambda: PVTPEG(TINY_PVT, peg_cfg=dict(kernel_size=2), out_indices=(1, )), ValueError,
-    'kernel_size must be an odd int >= 3')
+    'kernel_size must be an odd int >= 1')
 add('pvt-input-channels', call(lambda: PVTPEG(TINY_PVT, out_indices=(1, )), t(1, 4, 32, 32)),
     RuntimeError,
     'expected input.* to have 3 channels, but got [14] channels')
@@ -284,8 +291,8 @@ add('swin-arch-lengths', lambda: SwinPEG(dict(TINY_SWIN, num_heads=[1])), ValueE
     'depths and num_heads must have the same length')
 add('swin-out-index', lambda: SwinPEG(TINY_SWIN, out_indices=(5, )), ValueError,
     r'out_indices must be in \[0, 2\), got 5')
-add('swin-peg-kernel', lambda: SwinPEG(TINY_SWIN, peg_cfg=dict(kernel_size=1), out_indices=(1, )), ValueError,
-    'kernel_size must be an odd int >= 3')
+add('swin-peg-kernel', lambda: SwinPEG(TINY_SWIN, peg_cfg=dict(kernel_size=4), out_indices=(1, )), ValueError,
+    'kernel_size must be an odd int >= 1')
 add('swin-input-channels', call(lambda: SwinPEG(TINY_SWIN, window_size=4, out_indices=(1, )),
                                 t(1, 1, 32, 32)), RuntimeError,
     'expected input.* to have 3 channels, but got [14] channels')
@@ -344,6 +351,30 @@ add('registry-cpvt-bad-kwarg', lambda: MODELS.build(dict(type='CPVT', depth=2)),
     "unexpected keyword argument 'depth'")
 add('registry-peg-missing-arg', lambda: MODELS.build(dict(type='PEG')), TypeError,
     "missing 1 required positional argument: 'in_channels'")
+# a misspelt type names the closest registered ones, through our registry and through a
+# host's (a config with default_scope='mmdet' builds `type='mmposenc.X'` in mmdet's registry)
+add('registry-misspelt-PGE', lambda: MODELS.build(dict(type='mmposenc.PGE', in_channels=8)),
+    KeyError, r"mmposenc\.PGE is not in the mmposenc::model registry; closest registered "
+    r"names: 'mmposenc\.PEG'")
+add('registry-misspelt-unscoped', lambda: MODELS.build(dict(type='MaskedPGE', in_channels=8)),
+    KeyError, r"MaskedPGE is not in the .*closest registered names: 'mmposenc\.MaskedPEG'")
+add('registry-misspelt-case', lambda: MODELS.build(dict(type='mmposenc.pvtpeg')), KeyError,
+    r"closest registered names: 'mmposenc\.PVTPEG'")
+
+
+def _host_build(host, cfg):
+    import importlib
+
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope(host):
+        return importlib.import_module(f'{host}.registry').MODELS.build(cfg)
+
+
+for host in ('mmdet', 'mmseg', 'mmpretrain'):
+    add(f'registry-misspelt-under-{host}',
+        lambda host=host: _host_build(host, dict(type='mmposenc.SwinPGE')), KeyError,
+        r"mmposenc\.SwinPGE is not in the mmposenc::model registry; closest registered "
+        r"names: 'mmposenc\.SwinPEG'")
 
 
 # ----------------------------------------------------------------------------- converters
@@ -365,6 +396,12 @@ add('conv-twins-unmapped', lambda: _tool('twins_pcpvt_to_pvtpeg').convert(
     r'totally\.unknown')
 add('conv-twins-depths', lambda: _tool('twins_pcpvt_to_pvtpeg').infer_arch(
     {'layers.0.0.norm1.weight': t(4)}), ValueError, 'match no PVTPEG arch')
+add('conv-twins-mmpretrain-unmapped', lambda: _tool('twins_pcpvt_to_pvtpeg').convert(
+    {'state_dict': {'backbone.position_encodings.0.proj.weight': t(64, 1, 3, 3),
+                    'backbone.stages.0.0.norm1.weight': t(64),
+                    'backbone.stages.1.0.norm1.weight': t(64),
+                    'backbone.norm_after_stage0.weight': t(64)}}), KeyError,
+    r"1 mmpretrain PCPVT keys have no PVTPEG mapping: \['norm_after_stage0\.weight'\]")
 add('conv-pervit-unmapped', lambda: _tool('pervit_official_to_mmposenc').convert(
     {'module.not_a_pervit_key': t(1), 'xyz': t(1)}), KeyError,
     '2 official PerViT keys have no mapping')
@@ -406,6 +443,89 @@ def _syntax(tmp_path):
     p = tmp_path / 'broken.py'
     p.write_text('model = dict(type=\n')
     return _train_in_process(str(p))
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def _text_file(tmp_path):
+    p = tmp_path / 'model.pth'
+    p.write_text('this is a README, not a checkpoint\n')
+    return str(p)
+
+
+@case('checkpoint-text-file', ValueError,
+      r"model\.pth is not a PyTorch checkpoint: it starts with b'this is ', neither")
+def _ckpt_text(tmp_path):
+    from mmengine.runner.checkpoint import _load_checkpoint
+    return _load_checkpoint(_text_file(tmp_path))
+
+
+@case('checkpoint-runs-code', pickle.UnpicklingError,
+      r'refusing to load .*evil\.pth: it names globals outside the safe allowlist: '
+      r'(posix|nt)\.system .*MMPOSENC_UNSAFE_LOAD=1')
+def _ckpt_evil(tmp_path):
+    from mmengine.runner.checkpoint import _load_checkpoint
+    torch.save({'meta': _RunsCode(str(tmp_path / 'ran'))}, tmp_path / 'evil.pth')
+    return _load_checkpoint(str(tmp_path / 'evil.pth'))
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f'touch {self.marker}', )
+
+
+def _tool_error(script, *args):
+    """Run a tool that must fail with one line on stderr (no traceback); raise it."""
+    res = subprocess.run([sys.executable, script, *args], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=600)
+    if res.returncode == 0:
+        return res
+    if 'Traceback' in res.stderr:
+        raise AssertionError(f'a traceback instead of one line:\n{res.stderr[-3000:]}')
+    raise RuntimeError(res.stderr.strip().splitlines()[-1])
+
+
+@case('test-tool-text-checkpoint', RuntimeError,
+      r'^InvalidCheckpointError: .*model\.pth is not a PyTorch checkpoint')
+def _test_tool_text(tmp_path):
+    return _tool_error('tools/test.py', 'configs/peg_detr/detr-sine_r50_16xb2-50e_coco.py',
+                       _text_file(tmp_path))
+
+
+@case('onnx-tool-text-checkpoint', RuntimeError,
+      r'^InvalidCheckpointError: .*model\.pth is not a PyTorch checkpoint')
+def _onnx_tool_text(tmp_path):
+    return _tool_error('tools/deployment/pytorch2onnx.py',
+                       'configs/peg_detr/detr-peg_r50_16xb2-50e_coco.py', '--checkpoint',
+                       _text_file(tmp_path), '--out', str(tmp_path / 'x.onnx'))
+
+
+@case('train-tool-misspelt-type', RuntimeError,
+      r"^UnknownTypeError: mmposenc\.CPVTT is not in the mmposenc::model registry; closest "
+      r"registered names: 'mmposenc\.CPVT'")
+def _train_tool_misspelt(tmp_path):
+    """The type as a user mistypes it in a shipped config (the Runner builds the model)."""
+    return _tool_error('tools/train.py', 'configs/cpvt/cpvt-tiny_4xb256_in1k.py', '--work-dir',
+                       str(tmp_path), '--cfg-options', 'model.backbone.type=mmposenc.CPVTT')
+
+
+@case('test-tool-weights-do-not-fit', RuntimeError,
+      r'^CheckpointMismatchError: .*peg\.pth does not fit the model of the config: '
+      r'\d+ missing keys \(backbone\.bn1\.bias, .*1 unexpected keys '
+      r'\(encoder_pos\.proj\.0\.weight\); .*pass --allow-partial-load',
+      marks=pytest.mark.slow)  # builds the Runner and its COCO128 test set (~20 s)
+def _test_tool_mismatch(tmp_path):
+    """A PEG weight the (stock DETR) smoke config does not have, and the rest missing."""
+    root = _shared_dir('coco128').rstrip('/') + '/'
+    torch.save({'state_dict': {'encoder_pos.proj.0.weight': torch.zeros(256, 1, 3, 3)}},
+               tmp_path / 'peg.pth')
+    return _tool_error(
+        'tools/test.py', 'configs/smoke/detr_r18_1xb2-8it_coco128.py', str(tmp_path / 'peg.pth'),
+        '--work-dir', str(tmp_path / 'work'), '--cfg-options', f'data_root={root}',
+        f'test_dataloader.dataset.data_root={root}',
+        f'test_evaluator.ann_file={root}annotations/instances_train2017.json')
 
 
 # ----------------------------------------------------------------------------- datasets
@@ -477,6 +597,15 @@ def test_bad_input_raises_clearly(thunk, exc, match, tmp_path):
         shapes = [tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else [out])
                   if isinstance(o, torch.Tensor)]
         pytest.fail(f'no exception; returned {type(out).__name__} {shapes}')
+
+
+def test_refused_checkpoint_did_not_run_its_code(tmp_path):
+    with pytest.raises(pickle.UnpicklingError):
+        _ckpt_evil(tmp_path)
+    assert not (tmp_path / 'ran').exists()
+    # the payload is real: unpickled without our loader it runs
+    torch.load(tmp_path / 'evil.pth', weights_only=False)
+    assert (tmp_path / 'ran').exists()
 
 
 def test_masked_peg_accepts_0_1_masks_of_any_dtype():

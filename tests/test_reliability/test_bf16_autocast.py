@@ -13,12 +13,16 @@ import torch
 from conftest import REPO_ROOT
 
 import mmposenc.models  # noqa: F401
-from mmposenc.models.layers.pe_base import BasePositionEncoding
+from mmposenc.models.layers.encodings.base import BasePositionEncoding
 from mmposenc.registry import MODELS
 
 sys.path.insert(0, osp.join(REPO_ROOT, 'tests', 'test_detectors'))
 import mmposenc.models.detectors  # noqa: E402,F401  (registers PEGDETR, PEGDeformableDETR)
-from tiny_detr_cfgs import build, deformable_detr_cfg, detr_cfg, packed_inputs  # noqa: E402
+from tiny_detr_cfgs import (build, conditional_detr_cfg, dab_detr_cfg,  # noqa: E402
+                            deformable_detr_cfg, detr_cfg, dino_cfg, mask2former_head_cfg,
+                            packed_inputs, pixel_decoder_cfg)
+
+PEG_PIXEL_DECODER = pixel_decoder_cfg('mmposenc.PEGMSDeformAttnPixelDecoder', encoder_pos='peg')
 
 TINY_VIT = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 
@@ -31,6 +35,9 @@ SMALL = {
     'CoPE': dict(embed_dims=32, num_heads=2),
     'LearnableAbsolutePE': dict(embed_dims=32, num_heads=2, grid_size=4),
     'MPA': dict(embed_dims=32, num_heads=2),
+    'MaskedChannelMapper': dict(in_channels=[32, 32], out_channels=32, kernel_size=1,
+                                act_cfg=None, norm_cfg=dict(type='GN', num_groups=8),
+                                num_outs=3),
     'MaskedPEG': dict(embed_dims=32),
     'MultiLevelMaskedPEG': dict(embed_dims=32, num_levels=2),
     'NoPositionEncoding': dict(embed_dims=32, num_heads=2),
@@ -54,15 +61,38 @@ SMALL = {
                     out_indices=(0, 1), drop_path_rate=0.0),
     'PEGDETR': detr_cfg(type='mmposenc.PEGDETR'),
     'PEGDeformableDETR': deformable_detr_cfg(type='mmposenc.PEGDeformableDETR'),
+    'PEGConditionalDETR': conditional_detr_cfg(type='mmposenc.PEGConditionalDETR'),
+    'PEGDABDETR': dab_detr_cfg(type='mmposenc.PEGDABDETR'),
+    'PEGDINO': dino_cfg(type='mmposenc.PEGDINO'),
+    'PEGMSDeformAttnPixelDecoder': PEG_PIXEL_DECODER,
+    'PaddingAwareMask2FormerHead': mask2former_head_cfg(
+        'mmposenc.PaddingAwareMask2FormerHead', PEG_PIXEL_DECODER),
+    'PaddingAwareSegMask2FormerHead': mask2former_head_cfg(
+        'mmposenc.PaddingAwareSegMask2FormerHead', PEG_PIXEL_DECODER, num_stuff=0),
 }
 #: registered types that are not models with a forward on tensors
 EXCLUDED = {
-    'RandomResolutionDataPreprocessor': 'a data preprocessor: resizes uint8 batches, no '
-                                        'learnable forward to autocast',
     'ResolutionTTAClassifier': 'a test-time wrapper around a user classifier; its forward is '
                                'the wrapped classifier\'s (covered through CPVT/PEViT)',
 }
-DETECTORS = ('PEGDETR', 'PEGDeformableDETR')
+DETECTORS = ('PEGDETR', 'PEGDeformableDETR', 'PEGConditionalDETR', 'PEGDABDETR', 'PEGDINO')
+#: built from full configs under mmdet's scope (tiny_detr_cfgs.build)
+MMDET_BUILT = DETECTORS + ('PEGMSDeformAttnPixelDecoder', 'PaddingAwareMask2FormerHead',
+                           'PaddingAwareSegMask2FormerHead')
+
+
+def _mask2former_inputs(name, g):
+    """Backbone maps (strides 4-32) of a padded batch of a 64 x 80 and a 48 x 56 image, and
+    the data samples of a Mask2Former head."""
+    from mmdet.structures import DetDataSample
+    from mmseg.structures import SegDataSample
+    feats = [torch.randn(2, c, 64 // s, 80 // s, generator=g)
+             for c, s in zip((16, 32, 64, 128), (4, 8, 16, 32))]
+    sample_cls = SegDataSample if 'Seg' in name else DetDataSample
+    samples = [sample_cls(metainfo=dict(img_shape=shape, batch_input_shape=(64, 80),
+                                        pad_shape=(64, 80)))
+               for shape in ((64, 80), (48, 56))]
+    return feats, samples
 
 
 def _forward(name, model):
@@ -81,10 +111,21 @@ def _forward(name, model):
         return vit(img)
     if name in ('CPVT', 'PEViT', 'PVTPEG', 'PerViT', 'SwinPEG'):
         return model(img if name != 'PerViT' else torch.rand(2, 3, 64, 64, generator=g))
+    if name == 'PEGMSDeformAttnPixelDecoder':  # with the masks of a padded batch
+        feats, samples = _mask2former_inputs(name, g)
+        with model.image_shapes([s.img_shape for s in samples]):
+            return model(feats)
+    if name in ('PaddingAwareMask2FormerHead', 'PaddingAwareSegMask2FormerHead'):
+        return model(*_mask2former_inputs(name, g))
     if name == 'PEG':
         return model(tokens, (4, 5))
     if name == 'SimplePyramid':  # four stride-16 maps of a plain ViT
         return model([torch.randn(2, 32, 4, 5, generator=g) for _ in range(4)])
+    if name == 'MaskedChannelMapper':  # stride-16 and -32 maps of a padded batch of two
+        masks = [torch.zeros(2, 4, 5, dtype=torch.bool), torch.zeros(2, 2, 3, dtype=torch.bool)]
+        masks[0][1, 3:], masks[1][1, 2:] = True, True
+        return model([torch.randn(2, 32, 4, 5, generator=g),
+                      torch.randn(2, 32, 2, 3, generator=g)], padding_masks=masks)
     if name == 'MaskedPEG':
         mask = torch.zeros(2, 20, dtype=torch.bool)
         mask[1, -5:] = True
@@ -125,7 +166,7 @@ def test_kwargs_cover_registry():
 @pytest.mark.parametrize('name', sorted(set(MODELS.module_dict) - set(EXCLUDED)))
 def test_bf16_autocast_forward_is_finite(name):
     torch.manual_seed(0)
-    if name in DETECTORS:
+    if name in MMDET_BUILT:
         model = build(copy.deepcopy(SMALL[name]))
     else:
         model = MODELS.build(dict(type=name, **copy.deepcopy(SMALL[name])))

@@ -50,10 +50,9 @@ def test_two_process_gloo_training_matches_one_process(tmp_path):
     assert any(abs(rank0[i] - dist[i]) > 1e-6 for i in dist)
 
     # and the trained weights agree too
-    w_dist = torch.load(tmp_path / 'dist' / f'iter_{N}.pth', map_location='cpu',
-                        weights_only=False)['state_dict']
-    w_single = torch.load(tmp_path / 'single' / f'iter_{N}.pth', map_location='cpu',
-                          weights_only=False)['state_dict']
+    from mmposenc.engine import load_local_checkpoint  # Runner checkpoints load safely
+    w_dist = load_local_checkpoint(str(tmp_path / 'dist' / f'iter_{N}.pth'))['state_dict']
+    w_single = load_local_checkpoint(str(tmp_path / 'single' / f'iter_{N}.pth'))['state_dict']
     assert w_dist.keys() == w_single.keys()
     for k in w_dist:
         torch.testing.assert_close(w_dist[k], w_single[k], rtol=1e-3, atol=1e-4, msg=k)

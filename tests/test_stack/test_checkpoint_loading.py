@@ -1,42 +1,180 @@
-"""Runner checkpoints (message_hub with HistoryBuffer + numpy) load under torch>=2.6."""
+"""Local checkpoints load safely (``weights_only=True`` plus a small allowlist) by default.
+
+mmengine Runner checkpoints (message hub with ``HistoryBuffer`` and numpy), ``--resume``
+checkpoints and the converters' outputs load; a pickle that would run code is refused, names
+its globals and the opt-in, and does not run; ``MMPOSENC_UNSAFE_LOAD=1`` is the only way to
+unpickle arbitrary objects.
+"""
+import argparse
+import os
+import os.path as osp
+
 import numpy as np
 import pytest
 import torch
-from mmengine.logging import HistoryBuffer
+import torch.nn as nn
 from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
 
 import mmposenc  # noqa: F401  (registers the loader)
+from mmposenc.engine import (InvalidCheckpointError, UnsafeCheckpointError,
+                             load_local_checkpoint)
+from mmposenc.engine.checkpoint import UNSAFE_LOAD_ENV
 
 
-def _runner_like_checkpoint(path):
-    buf = HistoryBuffer()
-    buf.update(np.float64(1.5))
-    torch.save({'state_dict': {'w': torch.ones(2)},
-                'message_hub': {'log_scalars': {'train/loss': buf}},
-                'meta': {'seed': np.int64(3)}}, path)
+class _ToyModel(nn.Module):
+    """A BaseModel-like regressor: loss in 'loss' mode, predictions otherwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 1)
+
+    def forward(self, inputs, data_samples=None, mode='tensor'):
+        out = self.fc(inputs)
+        if mode == 'loss':
+            return dict(loss=(out - data_samples).pow(2).mean())
+        return out
 
 
-def test_runner_checkpoint_loads(tmp_path):
-    path = str(tmp_path / 'iter_1.pth')
-    _runner_like_checkpoint(path)
+def _runner(work_dir, max_iters, **kwargs):
+    """An mmengine Runner as our tools build it: AdamW, LinearLR + MultiStepLR (a Counter in
+    the checkpoint), validation whose metric is a numpy float (as CocoMetric / IoUMetric give),
+    best-checkpoint saving."""
+    from mmengine.evaluator import BaseMetric
+    from mmengine.model import BaseModel
+    from mmengine.runner import Runner
+
+    class Model(BaseModel):
+        def __init__(self):
+            super().__init__()
+            self.toy = _ToyModel()
+
+        def forward(self, inputs, data_samples=None, mode='tensor'):
+            return self.toy(inputs, data_samples, mode)
+
+    class Metric(BaseMetric):
+        def process(self, data_batch, data_samples):
+            self.results.append(float(torch.as_tensor(data_samples).float().mean()))
+
+        def compute_metrics(self, results):
+            return dict(score=np.float64(np.mean(results)))
+
+    data = [(torch.rand(2), torch.rand(1)) for _ in range(4)]
+    loader = dict(dataset=data, sampler=dict(type='DefaultSampler', shuffle=False),
+                  batch_size=2, collate_fn=dict(type='default_collate'))
+    return Runner(
+        model=Model(), work_dir=work_dir, train_dataloader=loader, val_dataloader=loader,
+        val_evaluator=[Metric()], train_cfg=dict(by_epoch=False, max_iters=max_iters,
+                                               val_interval=2),
+        val_cfg=dict(), optim_wrapper=dict(optimizer=dict(type='AdamW', lr=1e-2)),
+        param_scheduler=[dict(type='LinearLR', start_factor=0.5, by_epoch=False, end=2),
+                         dict(type='MultiStepLR', by_epoch=False, milestones=[3], end=8)],
+        default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False,
+                                           save_best='score', rule='greater')),
+        default_scope='mmengine', experiment_name=f'toy_{max_iters}_{id(data)}', **kwargs)
+
+
+@pytest.fixture(scope='module')
+def runner_checkpoint(tmp_path_factory):
+    from mmengine.registry import DefaultScope
+    work_dir = str(tmp_path_factory.mktemp('runner'))
+    # module scope runs outside conftest's per-test default-scope isolation: restore it here
+    saved = DefaultScope._instance_dict.copy()
+    try:
+        _runner(work_dir, max_iters=2).train()
+    finally:
+        DefaultScope._instance_dict.clear()
+        DefaultScope._instance_dict.update(saved)
+    return work_dir
+
+
+def test_runner_checkpoint_loads_safely(runner_checkpoint, monkeypatch):
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+    path = osp.join(runner_checkpoint, 'iter_2.pth')
+    # torch's own default refuses it: the reason for the allowlist
     with pytest.raises(Exception, match='Weights only load failed'):
-        torch.load(path)  # torch's own default refuses it: the reason for our loader
+        torch.load(path)
+    calls = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, 'load', lambda *a, **k: calls.append(k) or real_load(*a, **k))
     ckpt = _load_checkpoint(path, map_location='cpu')
-    assert torch.equal(ckpt['state_dict']['w'], torch.ones(2))
-    assert ckpt['message_hub']['log_scalars']['train/loss'].current() == 1.5
+    assert calls and all(k['weights_only'] is True for k in calls)
+    assert set(ckpt) >= {'state_dict', 'message_hub', 'optimizer', 'param_schedulers', 'meta'}
+    loss = ckpt['message_hub']['log_scalars']['train/loss']
+    assert len(loss.data[0]) == 2 and np.isfinite(loss.mean())
+    assert isinstance(ckpt['message_hub']['runtime_info']['best_score'], np.float64)
+    best = [f for f in os.listdir(runner_checkpoint) if f.startswith('best_')]
+    assert best and 'state_dict' in _load_checkpoint(osp.join(runner_checkpoint, best[0]))
+
+
+def test_resume_checkpoint_loads_safely(runner_checkpoint, tmp_path, monkeypatch):
+    """``--resume`` restores the model, the optimizer, the schedulers and the message hub."""
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+    path = osp.join(runner_checkpoint, 'iter_2.pth')
+    runner = _runner(str(tmp_path), max_iters=3, resume=True, load_from=path)
+    runner.train()
+    assert runner.iter == 3
+    assert len(runner.message_hub.get_scalar('train/loss').data[0]) == 3
+    saved = _load_checkpoint(path)['state_dict']
+    assert not torch.equal(runner.model.state_dict()['toy.fc.weight'], saved['toy.fc.weight'])
+
+
+def test_pickle_that_runs_code_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+    marker = tmp_path / 'ran'
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f'touch {marker}', )
+
+    path = str(tmp_path / 'evil.pth')
+    torch.save({'state_dict': {'w': torch.ones(1)}, 'meta': Payload()}, path)
+    with pytest.raises(UnsafeCheckpointError,
+                       match=r'refusing to load .*evil\.pth: it names globals outside the safe '
+                       r'allowlist: (posix|nt)\.system .*set MMPOSENC_UNSAFE_LOAD=1'):
+        _load_checkpoint(path)
+    assert not marker.exists()
+
+
+def test_unsafe_load_is_an_explicit_opt_in(tmp_path, monkeypatch):
+    path = str(tmp_path / 'namespace.pth')
+    torch.save({'args': argparse.Namespace(lr=0.1)}, path)
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+    with pytest.raises(UnsafeCheckpointError, match=r'argparse\.Namespace'):
+        load_local_checkpoint(path)
+    # a converter may allow a known-harmless global for one file
+    assert load_local_checkpoint(path, extra_safe_globals=[argparse.Namespace])['args'].lr == 0.1
+    monkeypatch.setenv(UNSAFE_LOAD_ENV, '1')
+    assert _load_checkpoint(path)['args'].lr == 0.1
+
+
+def test_not_a_checkpoint(tmp_path):
+    text = tmp_path / 'notes.pth'
+    text.write_text('not a checkpoint\n')
+    with pytest.raises(InvalidCheckpointError, match=r'notes\.pth is not a PyTorch checkpoint'):
+        _load_checkpoint(str(text))
+    empty = tmp_path / 'empty.pth'
+    empty.write_bytes(b'')
+    with pytest.raises(InvalidCheckpointError, match='the file is empty'):
+        _load_checkpoint(str(empty))
+    truncated = tmp_path / 'truncated.pth'
+    torch.save({'w': torch.ones(1000)}, tmp_path / 'full.pth')
+    truncated.write_bytes((tmp_path / 'full.pth').read_bytes()[:300])
+    with pytest.raises(InvalidCheckpointError, match='truncated.pth is not a'):
+        _load_checkpoint(str(truncated))
 
 
 def test_loader_is_registered_for_local_paths(tmp_path):
-    from mmposenc.engine import load_local_checkpoint
     assert CheckpointLoader._get_checkpoint_loader(str(tmp_path / 'x.pth')) \
         is load_local_checkpoint
     with pytest.raises(FileNotFoundError, match='x.pth can not be found'):
         _load_checkpoint(str(tmp_path / 'x.pth'))
 
 
-def test_weights_only_opt_in(tmp_path, monkeypatch):
-    path = str(tmp_path / 'iter_1.pth')
-    _runner_like_checkpoint(path)
-    monkeypatch.setenv('MMPOSENC_TORCH_WEIGHTS_ONLY', '1')
+def test_allowlist_is_scoped_to_our_loader(runner_checkpoint):
+    """Loading through mmposenc allows nothing process-wide."""
+    from torch.serialization import get_safe_globals
+    before = list(get_safe_globals())
+    _load_checkpoint(osp.join(runner_checkpoint, 'iter_2.pth'))
+    assert list(get_safe_globals()) == before
     with pytest.raises(Exception, match='Weights only load failed'):
-        _load_checkpoint(path)
+        torch.load(osp.join(runner_checkpoint, 'iter_2.pth'))

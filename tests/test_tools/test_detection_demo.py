@@ -1,13 +1,18 @@
-"""tools/demo.py --quick: the shapes_coco generator, both demo configs, CocoMetric, the table."""
+"""tools/demo.py: the shapes_coco generator, the three demo configs (none / sine / PEG, identical
+otherwise), the schedule it derives from --iters, and a --quick run (CocoMetric, table, figure)."""
+import hashlib
 import json
+import os
 import os.path as osp
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
+sys.path.insert(0, osp.join(REPO, 'tools'))
 
 
 def test_shapes_coco_is_deterministic_and_valid(tmp_path):
@@ -38,15 +43,102 @@ def test_shapes_coco_is_deterministic_and_valid(tmp_path):
         json.load(open(osp.join(a, 'annotations', 'instances_train.json')))
 
 
+def _box_sides(root, split='train'):
+    ann = json.load(open(osp.join(root, 'annotations', f'instances_{split}.json')))
+    return np.array([max(a['bbox'][2:]) for a in ann['annotations']])
+
+
+def test_shapes_coco_object_size_and_disjoint_splits(tmp_path):
+    from make_shapes_coco import make_shapes_coco
+    kw = dict(num_train=40, num_val=20, min_size=96, max_size=128, seed=0)
+    small = make_shapes_coco(str(tmp_path / 'small'), **kw)
+    large = make_shapes_coco(str(tmp_path / 'large'), object_size=(0.3, 0.5), **kw)
+    assert np.median(_box_sides(large)) > 1.3 * np.median(_box_sides(small))
+    assert _box_sides(large).min() >= 0.3 * 0.5 * 96 - 1  # the smallest ellipse's width
+    # the demo evaluates on val: no val image is a training image
+    digest = lambda root, split: {  # noqa: E731
+        hashlib.sha1(open(osp.join(root, split, f), 'rb').read()).hexdigest()
+        for f in os.listdir(osp.join(root, split))}
+    assert not digest(large, 'train') & digest(large, 'val')
+    assert len(digest(large, 'train')) == 40 and len(digest(large, 'val')) == 20
+
+
+def test_demo_models_differ_only_in_the_encoder_position_encoding(tmp_path):
+    import demo
+    args = demo.parse_args(['--work-dir', str(tmp_path)])
+    cfgs = {pe: demo.build_cfg(pe, args, str(tmp_path)).to_dict() for pe in demo.ENCODINGS}
+    assert list(cfgs) == ['none', 'sine', 'peg']  # the rows of CPVT Table 4
+    assert {pe: c['model']['encoder_pos'] for pe, c in cfgs.items()} == \
+        dict(none='none', sine='sine', peg='peg')
+    assert cfgs['peg']['model']['peg_after'] == (0, )  # after the first encoder layer (CPVT)
+    for c in cfgs.values():
+        for key in ('encoder_pos', 'peg_after', 'peg_cfg', 'level_embed'):
+            c['model'].pop(key, None)
+        c.pop('work_dir')
+    assert cfgs['none'] == cfgs['sine'] == cfgs['peg']
+    train = cfgs['peg']['train_dataloader']['dataset']
+    val = cfgs['peg']['val_dataloader']['dataset']
+    assert (train['ann_file'], train['data_prefix']) != (val['ann_file'], val['data_prefix'])
+    assert cfgs['peg']['val_evaluator']['ann_file'].endswith(val['ann_file'])
+
+
+def test_demo_models_build_and_differ_by_the_peg_weights_only(tmp_path):
+    import demo
+    from mmengine.registry import init_default_scope
+
+    import mmposenc.models  # noqa: F401
+    from mmposenc.registry import MODELS
+    init_default_scope('mmdet')
+    args = demo.parse_args(['--work-dir', str(tmp_path)])
+    params = {}
+    for pe in demo.ENCODINGS:
+        cfg = demo.build_cfg(pe, args, str(tmp_path))
+        model = MODELS.build(cfg.model)
+        params[pe] = {n: p.shape for n, p in model.named_parameters()}
+        for key in cfg.optim_wrapper.paramwise_cfg.custom_keys:
+            assert any(key in n for n in params[pe]), f'custom key {key!r} matches no parameter'
+    assert params['none'] == params['sine']
+    extra = {n: s for n, s in params['peg'].items() if n not in params['sine']}
+    assert {n: s for n, s in params['peg'].items() if n in params['sine']} == params['sine']
+    assert extra and all(n.startswith('encoder.pegs.0.') for n in extra)
+    # per level (3, width 64): a depthwise 3x3 kernel and the affine of its norm
+    assert sum(s.numel() for s in extra.values()) == 3 * (64 * 9 + 2 * 64)
+
+
+def test_demo_iters_stretch_the_configured_schedule(tmp_path):
+    import demo
+    base = demo.build_cfg('peg', demo.parse_args(['--work-dir', str(tmp_path)]), str(tmp_path))
+    cfg = demo.build_cfg('peg', demo.parse_args(['--work-dir', str(tmp_path), '--iters', '1000']),
+                         str(tmp_path))
+    n0, n = base.train_cfg.max_iters, 1000
+    assert cfg.train_cfg.max_iters == n
+    assert n0 // base.train_cfg.val_interval == n // cfg.train_cfg.val_interval
+    (w0, s0), (w, s) = base.param_scheduler, cfg.param_scheduler
+    assert (w.type, s.type) == ('LinearLR', 'MultiStepLR') and s.end == n
+    assert [m / n for m in s.milestones] == [m / n0 for m in s0.milestones]
+    assert w.end == min(w0.end, n // 10)
+    assert cfg.default_hooks.checkpoint.interval == n
+    cfg = demo.build_cfg('peg', demo.parse_args(
+        ['--work-dir', str(tmp_path), '--cfg-options', 'model.num_queries=7']), str(tmp_path))
+    assert cfg.model.num_queries == 7
+
+
 @pytest.mark.slow
-def test_demo_quick_runs_both_models_and_prints_the_table(tmp_path):
+def test_demo_quick_runs_the_three_models_and_writes_table_and_figure(tmp_path):
     res = subprocess.run(
         [sys.executable, 'tools/demo.py', '--quick', '--work-dir', str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     table = res.stdout[res.stdout.index('| encoder PE'):]
     rows = [line for line in table.splitlines() if line.startswith('| ')][1:]
-    assert [r.split('|')[1].strip() for r in rows] == ['peg', 'sine']
+    assert [r.split('|')[1].strip() for r in rows] == ['none', 'sine', 'peg']
     for row in rows:
         mAP = float(row.split('|')[3])
         assert 0.0 <= mAP <= 1.0
+    for pe in ('none', 'sine', 'peg'):
+        result = json.load(open(tmp_path / pe / 'result.json'))
+        assert [p['iter'] for p in result['curve']] == [3, 6]  # val every 3 of 6 iterations
+        assert result['metrics'] == result['curve'][-1]['metrics']
+        assert len(result['samples']) == (4 if pe == 'peg' else 0)
+    with open(tmp_path / 'demo.png', 'rb') as f:
+        assert f.read(8) == b'\x89PNG\r\n\x1a\n'

@@ -197,6 +197,88 @@ def test_twins_full_size_arch_is_inferred_and_loads_strictly():
     assert isinstance(loaded, PVTPEG) and loaded.depths == [3, 4, 6, 3]
 
 
+# --- mmpretrain's PCPVT (the twins-pcpvt-* checkpoints OpenMMLab users download) -----------
+MMPRETRAIN_ARCH = dict(SMALL_ARCH, patch_sizes=[4, 2, 2, 2], strides=[4, 2, 2, 2])
+
+
+def _mmpretrain_pcpvt():
+    """mmpretrain's PCPVT as its twins-pcpvt configs build it, with non-trivial weights."""
+    from mmpretrain.models.backbones import PCPVT
+    torch.manual_seed(0)
+    model = PCPVT(MMPRETRAIN_ARCH, out_indices=(0, 1, 2, 3), qkv_bias=True,
+                  norm_cfg=dict(type='LN', eps=1e-6),
+                  norm_after_stage=[False, False, False, True])
+    model.init_weights()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model.eval()
+
+
+def _mmpretrain_classifier_checkpoint(pcpvt, num_classes=10):
+    """What an mmpretrain ImageClassifier checkpoint holds: backbone. keys, head.fc, meta."""
+    state = {f'backbone.{k}': v for k, v in pcpvt.state_dict().items()}
+    state['head.fc.weight'] = torch.randn(num_classes, SMALL_ARCH['embed_dims'][-1])
+    state['head.fc.bias'] = torch.randn(num_classes)
+    return {'meta': {'mmpretrain_version': '1.2.0', 'epoch': 300}, 'state_dict': state}
+
+
+def test_mmpretrain_pcpvt_converts_and_matches_mmpretrain():
+    """Converted weights of mmpretrain's PCPVT give its features within 1e-5 relative, at an
+    image size that is not a multiple of any stage's stride."""
+    ref = _mmpretrain_pcpvt()
+    ckpt = _mmpretrain_classifier_checkpoint(ref)
+    assert twins_conv.source_format(ckpt) == 'mmpretrain'
+    state = twins_conv.convert(ckpt)
+    assert 'pegs.0.proj.0.weight' in state and 'norm.weight' in state
+    assert not any(k.startswith(('head', 'backbone.', 'position_encodings')) for k in state)
+    model = PVTPEG(SMALL_ARCH, out_indices=(0, 1, 2, 3), drop_path_rate=0.).eval()
+    model.load_state_dict(state, strict=True)
+    x = torch.rand(2, 3, 97, 133)
+    with torch.no_grad():
+        ours, theirs = model(x), ref(x)
+    assert len(ours) == len(theirs) == 4
+    for o, r in zip(ours, theirs):
+        assert o.shape == r.shape
+        assert (o - r).abs().max() <= 1e-5 * r.abs().max(), float((o - r).abs().max())
+    # the comparison is not vacuous: a PEG left out changes the features
+    state['pegs.2.proj.0.weight'] = torch.zeros_like(state['pegs.2.proj.0.weight'])
+    model.load_state_dict(state, strict=True)
+    with torch.no_grad():
+        assert (model(x)[3] - theirs[3]).abs().max() > 1e-3 * theirs[3].abs().max()
+
+
+def test_mmpretrain_pcpvt_cli_writes_a_safely_loadable_classifier(tmp_path, monkeypatch, capfd):
+    """The tool end to end: mmpretrain checkpoint in, a PVTPEG classifier checkpoint out that
+    loads with weights_only=True and gives mmpretrain's logits; output stays a few lines."""
+    import sys
+
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+    import mmpretrain.models  # noqa: F401
+    from mmposenc.engine import load_local_checkpoint
+    pcpvt = _mmpretrain_pcpvt()
+    ckpt = _mmpretrain_classifier_checkpoint(pcpvt)
+    src, dst = tmp_path / 'twins-pcpvt.pth', tmp_path / 'pvtpeg.pth'
+    torch.save(ckpt, src)
+    monkeypatch.setattr(sys, 'argv', ['twins_pcpvt_to_pvtpeg.py', str(src), str(dst),
+                                      '--classifier'])
+    monkeypatch.setattr(twins_conv, 'infer_arch', lambda state: SMALL_ARCH)
+    twins_conv.main()
+    out, err = capfd.readouterr()
+    assert len((out + err).strip().splitlines()) <= 3, out + err
+    converted = load_local_checkpoint(str(dst))['state_dict']
+    clf = PRETRAIN_MODELS.build(dict(
+        type='ImageClassifier', backbone=dict(type='mmposenc.PVTPEG', arch=SMALL_ARCH),
+        neck=dict(type='GlobalAveragePooling'),
+        head=dict(type='LinearClsHead', num_classes=10, in_channels=48))).eval()
+    clf.load_state_dict(converted, strict=True)
+    x = torch.rand(1, 3, 64, 80)
+    with torch.no_grad():
+        feat = pcpvt(x)[-1].mean(dim=(2, 3))
+        logits = feat @ ckpt['state_dict']['head.fc.weight'].T + ckpt['state_dict']['head.fc.bias']
+        torch.testing.assert_close(clf(x, mode='tensor'), logits, atol=1e-4, rtol=1e-4)
+
+
 DEIT_ARCH = dict(embed_dims=48, num_layers=3, num_heads=3, feedforward_channels=96)
 
 
@@ -241,6 +323,28 @@ def test_deit_to_cpvt_default_drops_pe_and_loads_strictly():
     assert not cpvt.with_pos_embed and set(state) == set(cpvt.state_dict())
     assert state['pegs.0.proj.0.weight'].abs().sum() > 0
     torch.testing.assert_close(cpvt.layers[2].attn.qkv.weight, deit.layers[2].attn.qkv.weight)
+
+
+def test_deit_cli_output_is_readable(tmp_path, monkeypatch, capfd):
+    """No per-parameter init-weight INFO (about 600 lines for CPVT-Ti before); the output
+    loads with weights_only=True."""
+    import sys
+
+    from mmpretrain.models import VisionTransformer
+
+    from mmposenc.engine import load_local_checkpoint
+    deit = VisionTransformer(arch=dict(embed_dims=192, num_layers=2, num_heads=3,
+                                       feedforward_channels=768), img_size=64, patch_size=16)
+    src, dst = tmp_path / 'deit.pth', tmp_path / 'cpvt.pth'
+    torch.save({'state_dict': {f'backbone.{k}': v for k, v in deit.state_dict().items()},
+                'meta': {'epoch': 1}}, src)
+    capfd.readouterr()
+    monkeypatch.setattr(sys, 'argv', ['deit_to_cpvt.py', str(src), str(dst)])
+    deit_conv.main()
+    out, err = capfd.readouterr()
+    assert 'init_weights' not in out + err and len((out + err).strip().splitlines()) <= 3, \
+        out[:2000]
+    assert 'pegs.0.proj.0.weight' in load_local_checkpoint(str(dst))['state_dict']
 
 
 def test_deit_unmapped_keys_are_listed():
@@ -295,9 +399,9 @@ def _config_utils():
 @pytest.mark.parametrize('classifier, dense, overrides, missing, unexpected', [
     ('swin_peg/swin-peg-tiny_16xb64_in1k.py', 'swin_peg/mask-rcnn_swin-peg-t-p4-w7_fpn_1x_coco.py',
      {}, {'norm0', 'norm1', 'norm2'}, set()),
-    ('swin_peg/swin-peg-tiny_16xb64_in1k.py', 'swin_peg/fpn_swin-peg-t_8xb4-80k_ade20k-512x512.py',
+    ('swin_peg/swin-peg-tiny_16xb64_in1k.py', 'swin_peg/fpn_swin-peg-t_8xb4-40k_ade20k-512x512.py',
      {}, {'norm0', 'norm1', 'norm2'}, set()),
-    ('cpvt/cpvt-small-gap_4xb256_in1k.py', 'cpvt/fpn_cpvt-s_8xb4-80k_ade20k-512x512.py',
+    ('cpvt/cpvt-small-gap_4xb256_in1k.py', 'cpvt/fpn_cpvt-s_8xb4-40k_ade20k-512x512.py',
      {}, set(), set()),
     # the one-PEG class-token CPVT-S, with the override its dense configs document
     ('cpvt/cpvt-small_4xb256_in1k.py', 'cpvt/retinanet_cpvt-s_fpn_1x_coco.py',

@@ -54,3 +54,14 @@ def test_quick_run_writes_the_table(tmp_path):
     assert f'torch {torch.__version__}' in text
     with pytest.raises(SystemExit):
         peg_detr_speed.parse_args(['--models', 'yolo'])
+
+
+def test_mask2former_switch_is_the_pixel_decoders_and_dino_gets_enough_tokens():
+    models = peg_detr_speed.build_models(peg_detr_speed.CONFIGS['mask2former'], ('sine', 'peg'))
+    decoders = [m.panoptic_head.pixel_decoder for m in models.values()]
+    assert [d.encoder_pos for d in decoders] == ['sine', 'peg']
+    assert [len(d.encoder.pegs) for d in decoders] == [0, 1]
+    # DINO picks 900 queries among the encoder tokens of strides 8, 16, 32, 64
+    h, w = peg_detr_speed.input_size('dino', (64, 96))
+    assert sum(-(-h // s) * -(-w // s) for s in (8, 16, 32, 64)) == 1343 >= 900
+    assert peg_detr_speed.input_size('detr', (64, 96)) == [64, 96]

@@ -44,6 +44,25 @@ def test_smoke_train_then_test(coco128_root, tmp_path):
     assert 'coco/bbox_mAP' in metrics and 0.0 <= metrics['coco/bbox_mAP'] <= 1.0
 
 
+@pytest.mark.slow
+def test_allow_partial_load_evaluates_a_checkpoint_that_does_not_fit(coco128_root, tmp_path):
+    """Without the flag this checkpoint is an error (tests/test_reliability/test_bad_inputs.py
+    'test-tool-weights-do-not-fit'); with it the tool evaluates and says what did not load."""
+    import torch
+    root = coco128_root.rstrip('/') + '/'
+    ckpt = str(tmp_path / 'peg.pth')
+    torch.save({'state_dict': {'encoder_pos.proj.0.weight': torch.zeros(256, 1, 3, 3)}}, ckpt)
+    work_dir = str(tmp_path / 'work')
+    res = _run(['tools/test.py', SMOKE, ckpt, '--allow-partial-load', '--work-dir', work_dir,
+                '--cfg-options', f'data_root={root}', f'test_dataloader.dataset.data_root={root}',
+                'test_dataloader.dataset.indices=2',
+                f'test_evaluator.ann_file={root}annotations/instances_train2017.json'])
+    log = res.stdout + res.stderr
+    assert '--allow-partial-load: ' in log and 'unexpected keys (encoder_pos.proj.0.weight)' in log
+    metric_files = sorted(glob.glob(osp.join(work_dir, '*', '*.json')))
+    assert 'coco/bbox_mAP' in json.load(open(metric_files[-1]))
+
+
 def test_train_rejects_missing_config(tmp_path):
     res = subprocess.run([sys.executable, 'tools/train.py', str(tmp_path / 'nope.py')],
                          cwd=REPO_ROOT, capture_output=True, text=True)

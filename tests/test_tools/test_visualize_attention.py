@@ -157,3 +157,16 @@ def test_cli_writes_the_pngs(tmp_path):
     for path in files['attention'] + files['peg']:
         assert osp.getsize(path) > 1000
     assert osp.basename(files['attention'][1]) == 'img0_block1_query1-2.png'
+
+
+@pytest.mark.parametrize('kwargs', [dict(), dict(with_phi_p=False), dict(with_phi_c=False)])
+def test_mpa_ablations_recomputed_attention(kwargs):
+    """PerViT MPA with and without Phi_p / Phi_c: Normalize[Phi_c * Phi_p] of Sec. 4.1."""
+    from mmposenc.models.layers import MPA
+    torch.manual_seed(0)
+    mpa = MPA(32, 4, **kwargs).eval()
+    x = torch.randn(2, 20, 32)
+    maps = mpa.attention_maps(x, (4, 5))
+    expected = maps['phi_a'] / maps['phi_a'].sum(-1, keepdim=True)
+    torch.testing.assert_close(va.attention_weights(mpa, x, ((4, 5), )), expected,
+                               rtol=1e-5, atol=1e-6)

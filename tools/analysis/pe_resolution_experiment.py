@@ -13,11 +13,11 @@ Example (15-30 minutes on 2 busy CPU cores)::
     python tools/analysis/pe_resolution_experiment.py --out-dir configs/pe_zoo
 """
 import argparse
-import gzip
 import json
 import math
 import os
 import os.path as osp
+import sys
 import time
 
 import numpy as np
@@ -25,7 +25,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEFAULT_ROOT = '/usr/share/datasets/fashion-mnist'
+# Data loading, subsampling and resizing are the reproduction studies' (one copy).
+sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'experiments'))
+from fmnist_study import DEFAULT_ROOT, load_split, resize, subsample  # noqa: E402
 
 #: name -> pos_encoding config of PEViT
 ENCODINGS = {
@@ -36,54 +38,10 @@ ENCODINGS = {
     'rel-pos-bias': dict(type='RelativePositionBias2d', max_distance=7),
     'cope': dict(type='CoPE', npos_max=64),
     'cape': dict(type='CAPE2d'),
-    'sape2': dict(type='SaPE2', max_rel_pos=16),
-    'sape2+abs': [dict(type='LearnableAbsolutePE'), dict(type='SaPE2', max_rel_pos=16)],
+    'sape2': dict(type='SaPE2', max_pos=16),
+    'sape2+abs': [dict(type='LearnableAbsolutePE'), dict(type='SaPE2', max_pos=16)],
     'peg': dict(type='PEGPositionEncoding'),
 }
-
-
-def load_idx(path: str) -> np.ndarray:
-    """Read a (gzipped) idx file into a numpy array."""
-    opener = gzip.open if path.endswith('.gz') else open
-    with opener(path, 'rb') as f:
-        data = f.read()
-    ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], 'big') for i in range(ndim))
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
-def load_split(root: str, split: str):
-    prefix = 'train' if split == 'train' else 't10k'
-    for ext in ('.gz', ''):
-        img = osp.join(root, f'{prefix}-images-idx3-ubyte{ext}')
-        lbl = osp.join(root, f'{prefix}-labels-idx1-ubyte{ext}')
-        if osp.exists(img) and osp.exists(lbl):
-            return load_idx(img), load_idx(lbl)
-    raise FileNotFoundError(f'Fashion-MNIST {split} idx files not found in {root} '
-                            '(apt-get install dataset-fashion-mnist)')
-
-
-def subsample(images, labels, n, seed):
-    """A class-balanced random subset of size ``n`` (all when ``n <= 0``)."""
-    if n <= 0 or n >= len(labels):
-        idx = np.arange(len(labels))
-    else:
-        rng = np.random.RandomState(seed)
-        per_class = n // 10
-        idx = np.concatenate([
-            rng.choice(np.flatnonzero(labels == c), per_class, replace=False)
-            for c in range(10)
-        ])
-    x = torch.from_numpy(images[idx].astype(np.float32) / 255.)[:, None]
-    x = (x - 0.2860) / 0.3530  # Fashion-MNIST mean / std
-    return x, torch.from_numpy(labels[idx].astype(np.int64))
-
-
-def resize(x: torch.Tensor, res: int) -> torch.Tensor:
-    if x.shape[-1] == res:
-        return x
-    return F.interpolate(x, size=(res, res), mode='bilinear', align_corners=False,
-                         antialias=res < x.shape[-1])
 
 
 def build_model(pe_cfg, args):

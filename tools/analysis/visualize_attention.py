@@ -64,7 +64,8 @@ def attention_weights(module: nn.Module, x: torch.Tensor, args: Sequence = (),
             return bias.expand(b, heads, n, n).softmax(-1)
         d = module.head_dims
         q, k, _ = module.qkv(x).reshape(b, n, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
-        return (q @ k.transpose(-2, -1) * module.scale + bias).softmax(-1)
+        logits = q @ k.transpose(-2, -1) * module.scale
+        return (logits if bias is None else logits + bias).softmax(-1)  # None: no Phi_p
     d = c // heads if not hasattr(module, 'head_dims') else module.head_dims
     q, k, _ = module.qkv(x).reshape(b, n, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
     bias = None
@@ -272,7 +273,8 @@ def build_backbone(config: Optional[str], arch: str, checkpoint: Optional[str]) 
             raise SystemExit(f'--arch must be one of {sorted(ARCHS)}, got {arch!r}')
         model = ARCHS[arch]()
     if checkpoint:
-        state = torch.load(checkpoint, map_location='cpu', weights_only=False)
+        from mmposenc.engine import load_local_checkpoint
+        state = load_local_checkpoint(checkpoint, map_location='cpu')  # weights_only=True
         state = state.get('state_dict', state)
         if any(k.startswith('backbone.') for k in state):
             state = {k[len('backbone.'):]: v for k, v in state.items()

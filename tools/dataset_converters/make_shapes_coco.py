@@ -69,7 +69,7 @@ def _shape_mask(rng, label, h, w, size):
     return mask
 
 
-def _make_image(rng, min_size, max_size, max_objects):
+def _make_image(rng, min_size, max_size, max_objects, object_size):
     h, w = (int(v) for v in rng.integers(min_size, max_size + 1, size=2))
     img = _background(rng, h, w)
     occupied = np.zeros((h, w), bool)
@@ -77,7 +77,7 @@ def _make_image(rng, min_size, max_size, max_objects):
     for _ in range(int(rng.integers(1, max_objects + 1))):
         for _attempt in range(20):
             label = int(rng.integers(len(CLASSES)))
-            size = rng.uniform(0.15, 0.45) * min(h, w)
+            size = rng.uniform(*object_size) * min(h, w)
             mask = _shape_mask(rng, label, h, w, size).astype(bool)
             ys, xs = np.nonzero(mask)
             if len(xs) < 30:
@@ -103,7 +103,7 @@ def _make_image(rng, min_size, max_size, max_objects):
 
 
 def make_shapes_coco(out_dir, num_train=400, num_val=100, min_size=128, max_size=192,
-                     max_objects=4, seed=0, force=False):
+                     max_objects=4, object_size=(0.15, 0.45), seed=0, force=False):
     """Write the dataset to ``out_dir`` (skipped when an identical one is already there).
 
     Args:
@@ -113,6 +113,9 @@ def make_shapes_coco(out_dir, num_train=400, num_val=100, min_size=128, max_size
         min_size (int): Smallest image side. Defaults to 128.
         max_size (int): Largest image side. Defaults to 192.
         max_objects (int): Most objects per image. Defaults to 4.
+        object_size (tuple[float]): Range of an object's nominal size (its bounding square
+            before the random aspect / rotation) as a fraction of the shorter image side.
+            Defaults to (0.15, 0.45).
         seed (int): Seed of everything. Defaults to 0.
         force (bool): Regenerate even if the stamp matches. Defaults to False.
 
@@ -121,6 +124,8 @@ def make_shapes_coco(out_dir, num_train=400, num_val=100, min_size=128, max_size
     """
     params = dict(num_train=num_train, num_val=num_val, min_size=min_size, max_size=max_size,
                   max_objects=max_objects, seed=seed, version=2)
+    if tuple(object_size) != (0.15, 0.45):  # the stamp of older trees stays valid
+        params['object_size'] = [float(v) for v in object_size]
     stamp = osp.join(out_dir, STAMP)
     if not force and osp.isfile(stamp):
         with open(stamp) as f:
@@ -133,7 +138,7 @@ def make_shapes_coco(out_dir, num_train=400, num_val=100, min_size=128, max_size
         os.makedirs(osp.join(out_dir, split), exist_ok=True)
         images, annotations = [], []
         for i in range(num):
-            img, anns = _make_image(rng, min_size, max_size, max_objects)
+            img, anns = _make_image(rng, min_size, max_size, max_objects, object_size)
             name = f'{i:06d}.png'
             cv2.imwrite(osp.join(out_dir, split, name), img)
             images.append(dict(id=i + 1, file_name=name, height=img.shape[0], width=img.shape[1]))

@@ -1,4 +1,4 @@
-"""Export PEG-DETR, PEG-Deformable-DETR (or stock DETR / Deformable-DETR) and CPVT classifiers
+"""Export DETR-family and Mask2Former detectors (mmdet's or mmposenc's) and CPVT classifiers
 to ONNX with a dynamic input height and width, and check the file with onnxruntime.
 
 What is exported is the no-mask path: a batch of one unpadded, already normalised image
@@ -6,7 +6,11 @@ What is exported is the no-mask path: a batch of one unpadded, already normalise
 
 - detectors: ``cls_scores`` ``(1, num_queries, num_classes[+1])`` and ``bboxes``
   ``(1, num_queries, 4)`` (normalised ``cx, cy, w, h``) of the head's last decoder layer,
-  i.e. the tensors :meth:`bbox_head.predict_by_feat` turns into detections;
+  i.e. the tensors :meth:`bbox_head.predict_by_feat` turns into detections (DETR,
+  Conditional-DETR, DAB-DETR, Deformable-DETR, DINO and their mmposenc versions);
+- Mask2Former / MaskFormer (mmdet): ``cls_scores`` ``(1, num_queries, num_classes + 1)`` and
+  ``mask_preds`` ``(1, num_queries, H / 4, W / 4)`` (logits) of the head's last layer, what
+  its fusion head turns into instance / panoptic results;
 - classifiers (``ImageClassifier`` with any backbone, e.g. CPVT): the logits
   ``(1, num_classes)``.
 
@@ -80,6 +84,28 @@ class DetectorExportWrapper(nn.Module):
         return cls_scores[-1], bboxes[-1]
 
 
+class MaskFormerExportWrapper(nn.Module):
+    """An mmdet MaskFormer-style model (Mask2Former, with mmdet's or mmposenc's pixel decoder)
+    as ``image (1, 3, H, W) -> (cls_scores, mask_preds)`` of the last decoder layer."""
+
+    output_names = ('cls_scores', 'mask_preds')
+
+    def __init__(self, detector: nn.Module):
+        super().__init__()
+        self.detector = detector
+
+    def forward(self, img: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        from mmdet.structures import DetDataSample
+        if img.dim() != 4 or img.shape[0] != 1:
+            raise ValueError(f'the export takes one image (1, 3, H, W), got {tuple(img.shape)}')
+        h, w = img.shape[-2:]
+        sample = DetDataSample(
+            metainfo=dict(img_shape=(h, w), batch_input_shape=(h, w), pad_shape=(h, w)))
+        cls_scores, mask_preds = self.detector.panoptic_head(
+            self.detector.extract_feat(img), [sample])
+        return cls_scores[-1], mask_preds[-1]
+
+
 class ClassifierExportWrapper(nn.Module):
     """An mmpretrain classifier as ``image (1, 3, H, W) -> logits (1, num_classes)``."""
 
@@ -98,21 +124,71 @@ def wrap_model(model: nn.Module) -> nn.Module:
     model.eval()
     if hasattr(model, 'forward_transformer') and hasattr(model, 'bbox_head'):
         return DetectorExportWrapper(model).eval()
+    if hasattr(model, 'panoptic_head') and hasattr(model.panoptic_head, 'pixel_decoder'):
+        return MaskFormerExportWrapper(model).eval()
     if hasattr(model, 'backbone') and hasattr(model, 'head'):
         return ClassifierExportWrapper(model).eval()
     raise TypeError(f'{type(model).__name__} is neither a DETR-style detector (needs '
-                    '`forward_transformer` and `bbox_head`) nor an ImageClassifier '
+                    '`forward_transformer` and `bbox_head`), a MaskFormer-style one '
+                    '(`panoptic_head` with a `pixel_decoder`) nor an ImageClassifier '
                     '(`backbone` and `head`)')
+
+
+def drop_pretrained(cfg):
+    """Remove every ``init_cfg`` of type ``'Pretrained'`` from a model config, in place.
+
+    The export's weights come from ``--checkpoint`` or are random: nothing is downloaded (a
+    shipped R50 config would otherwise fetch torchvision's ResNet-50).
+
+    Returns:
+        list[str]: The checkpoints that were dropped.
+    """
+    dropped = []
+    if isinstance(cfg, dict):
+        init = cfg.get('init_cfg')
+        inits = init if isinstance(init, (list, tuple)) else [init]
+        if any(isinstance(i, dict) and i.get('type') == 'Pretrained' for i in inits):
+            dropped += [str(i.get('checkpoint')) for i in inits
+                        if isinstance(i, dict) and i.get('type') == 'Pretrained']
+            kept = [i for i in inits if not (isinstance(i, dict) and i.get('type') == 'Pretrained')]
+            cfg['init_cfg'] = kept if isinstance(init, (list, tuple)) else None
+        for key, value in cfg.items():
+            if key != 'init_cfg':
+                dropped += drop_pretrained(value)
+    elif isinstance(cfg, (list, tuple)):
+        for value in cfg:
+            dropped += drop_pretrained(value)
+    return dropped
+
+
+def load_weights(model: nn.Module, checkpoint: str) -> None:
+    """Load ``checkpoint`` into ``model`` strictly (safe loading, see mmposenc.engine).
+
+    Raises:
+        CheckpointMismatchError: the weights do not fit (names the keys).
+    """
+    from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
+
+    from mmposenc.engine import CheckpointMismatchError, describe_mismatch, state_dict_mismatch
+    ckpt = _load_checkpoint(checkpoint, map_location='cpu')
+    summary = describe_mismatch(state_dict_mismatch(model, ckpt))
+    if summary:
+        raise CheckpointMismatchError(f'{checkpoint} does not fit the model of the config: '
+                                      f'{summary}')
+    _load_checkpoint_to_model(model, ckpt, strict=True)
 
 
 def build_model(config: str, checkpoint: Optional[str] = None,
                 cfg_options: Optional[dict] = None) -> nn.Module:
-    """Build the model of ``config`` under its default scope, load ``checkpoint`` if given."""
+    """Build the model of ``config`` under its default scope; load ``checkpoint`` if given,
+    random weights otherwise (``Pretrained`` init_cfgs are dropped, nothing is downloaded)."""
     from mmengine.config import Config
     from mmengine.registry import DefaultScope, init_default_scope
-    from mmengine.runner import load_checkpoint
 
+    from mmposenc.engine import check_checkpoint_file, init_weights_quietly
     from mmposenc.registry import MODELS
+    if checkpoint:
+        check_checkpoint_file(checkpoint)  # a text file fails here, before the build
     cfg = Config.fromfile(config)
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
@@ -128,15 +204,13 @@ def build_model(config: str, checkpoint: Optional[str] = None,
         from mmpretrain.utils import register_all_modules
         register_all_modules(init_default_scope=False)
     model_cfg = cfg.model
-    if checkpoint:
-        # the checkpoint holds every weight: do not fetch pretrained backbones
-        model_cfg.get('backbone', {}).pop('init_cfg', None)
+    drop_pretrained(model_cfg)  # weights: the checkpoint's, or random
     assert DefaultScope.get_current_instance() is not None
     model = MODELS.build(model_cfg)
     if checkpoint:
-        load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
+        load_weights(model, checkpoint)
     else:
-        model.init_weights()
+        init_weights_quietly(model)
     return model.eval()
 
 
@@ -214,7 +288,9 @@ def check(wrapper: nn.Module, onnx_file: str, shapes: Sequence[Sequence[int]],
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config')
-    parser.add_argument('--checkpoint', default=None, help='weights; random init without')
+    parser.add_argument('--checkpoint', default=None,
+                        help='weights (loaded strictly and safely); without it the model is '
+                        'randomly initialised and no pretrained backbone is downloaded')
     parser.add_argument('--out', default=None, help='the .onnx file; defaults to '
                         'work_dirs/<config name>.onnx')
     parser.add_argument('--shape', type=int, nargs=2, default=None, metavar=('H', 'W'),
@@ -241,7 +317,7 @@ def main():
         cfg_options = ns.o
     model = build_model(args.config, args.checkpoint, cfg_options)
     wrapper = wrap_model(model)
-    is_det = isinstance(wrapper, DetectorExportWrapper)
+    is_det = isinstance(wrapper, (DetectorExportWrapper, MaskFormerExportWrapper))
     shape = tuple(args.shape or ((800, 1216) if is_det else (224, 224)))
     out = args.out or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0] + '.onnx')
     export(wrapper, out, shape, args.opset)
@@ -260,4 +336,11 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    from mmposenc.engine import (CheckpointMismatchError, InvalidCheckpointError,
+                                 UnsafeCheckpointError)
+    from mmposenc.registry import UnknownTypeError
+    try:
+        main()
+    except (FileNotFoundError, InvalidCheckpointError, UnsafeCheckpointError,
+            CheckpointMismatchError, UnknownTypeError) as err:
+        raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback

@@ -97,7 +97,8 @@ def build_cpvt(backbone_state, init_peg='zeros', **cpvt_kwargs):
         n = backbone_state['pos_embed'].shape[1] - int('cls_token' in backbone_state)
         cpvt_kwargs.setdefault('img_size', int(round(n**0.5)) * cpvt_kwargs.get('patch_size', 16))
     model = CPVT(**cpvt_kwargs)
-    model.init_weights()
+    from mmposenc.engine import init_weights_quietly
+    init_weights_quietly(model)  # no ~600 lines of per-parameter init INFO
     state = OrderedDict(backbone_state)
     for k, v in model.state_dict().items():
         if k.startswith('pegs.'):
@@ -117,7 +118,8 @@ def main():
     parser.add_argument('--classifier', action='store_true',
                         help='write backbone.-prefixed weights plus the head.* keys')
     args = parser.parse_args()
-    src = torch.load(args.src, map_location='cpu', weights_only=True)
+    from mmposenc.engine import load_local_checkpoint
+    src = load_local_checkpoint(args.src, map_location='cpu')  # safe, mmengine files too
     backbone, head = convert(src, keep_pos_embed=args.keep_pos_embed)
     _, state = build_cpvt(backbone, args.init_peg, peg_positions=tuple(args.peg_positions))
     if args.classifier:

@@ -117,7 +117,10 @@ def main():
                         help='write the backbone alone, without the "backbone." prefix')
     args = parser.parse_args()
 
-    checkpoint = torch.load(args.src, map_location='cpu', weights_only=False)
+    from mmposenc.engine import load_local_checkpoint
+    # weights_only=True; the official training checkpoints also hold the argparse arguments
+    checkpoint = load_local_checkpoint(args.src, map_location='cpu',
+                                       extra_safe_globals=[argparse.Namespace])
     converted = convert(unwrap(checkpoint), backbone_only=args.backbone_only)
     if args.arch:
         from mmposenc.models.backbones import PerViT

@@ -1,14 +1,26 @@
-"""Convert an official Twins / timm ``twins_pcpvt_*`` checkpoint to :class:`PVTPEG`.
+"""Convert a Twins-PCPVT checkpoint (official / timm, or mmpretrain's) to :class:`PVTPEG`.
 
 Twins-PCPVT-S/B/L are PVT-Small/Medium/Large with PEG and GAP, i.e. ``PVTPEG(arch='small' |
-'medium' | 'large')``. Keys are renamed (``blocks.i.j.mlp.fc1`` -> ``stages.i.j.ffn.layers.0.0``,
-``pos_block.i.proj.0`` -> ``pegs.i.proj.0``, ...), the result is loaded strictly into a freshly
-built ``PVTPEG`` and saved; any source key the mapping does not know is reported by name.
+'medium' | 'large')``. Two source formats are recognised from their keys:
+
+- official Twins (Meituan-AutoML/Twins ``gvt.py``) and timm ``twins_pcpvt_*``:
+  ``blocks.i.j.mlp.fc1`` -> ``stages.i.j.ffn.layers.0.0``, ``pos_block.i.proj.0`` ->
+  ``pegs.i.proj.0``, ``patch_embeds.i.proj`` -> ``patch_embeds.i.projection``, ...;
+- mmpretrain's ``PCPVT`` (the ``twins-pcpvt-*`` checkpoints OpenMMLab users download, usually
+  an ``ImageClassifier`` with ``backbone.`` keys and a ``head.fc``): its blocks already use our
+  names (``stages.i.j.*``, ``patch_embeds.i.projection``); ``position_encodings.i.proj`` ->
+  ``pegs.i.proj.0`` and ``norm_after_stage3`` (the last stage's norm) -> ``norm``.
+
+The result is loaded strictly into a freshly built ``PVTPEG`` and saved; any source key the
+mapping does not know is reported by name. The source is loaded safely
+(``weights_only=True``, see :mod:`mmposenc.engine.checkpoint`).
 
 Usage::
 
     python tools/model_converters/twins_pcpvt_to_pvtpeg.py pcpvt_small.pth pvtpeg-s.pth
-    # an mmpretrain classifier checkpoint (backbone. prefix, head.fc.* from the Linear head):
+    python tools/model_converters/twins_pcpvt_to_pvtpeg.py \
+        twins-pcpvt-small_3rdparty_8xb128_in1k.pth pvtpeg-s.pth  # mmpretrain's
+    # an mmpretrain classifier checkpoint of PVTPEG (backbone. prefix, head.fc.*):
     python tools/model_converters/twins_pcpvt_to_pvtpeg.py pcpvt_small.pth out.pth --classifier
 """
 import argparse
@@ -31,6 +43,19 @@ KEY_MAP = [
 ]
 HEAD_RE = re.compile(r'^head\.(weight|bias)$')
 
+#: mmpretrain ``PCPVT`` (keys without the ``backbone.`` prefix): (source regex, target).
+MMPRETRAIN_KEY_MAP = [
+    (r'^patch_embeds\.(\d+)\.(projection|norm)\.(weight|bias)$', r'patch_embeds.\1.\2.\3'),
+    (r'^stages\.(\d+)\.(\d+)\.(norm1|norm2)\.(weight|bias)$', r'stages.\1.\2.\3.\4'),
+    (r'^stages\.(\d+)\.(\d+)\.attn\.(q|kv|proj|sr|norm)\.(weight|bias)$',
+     r'stages.\1.\2.attn.\3.\4'),
+    (r'^stages\.(\d+)\.(\d+)\.ffn\.layers\.(0\.0|1)\.(weight|bias)$',
+     r'stages.\1.\2.ffn.layers.\3.\4'),
+    (r'^position_encodings\.(\d+)\.proj\.(weight|bias)$', r'pegs.\1.proj.0.\2'),
+]
+MMPRETRAIN_HEAD_RE = re.compile(r'^head\.fc\.(weight|bias)$')
+MMPRETRAIN_MARKERS = ('position_encodings.', 'stages.', 'norm_after_stage')
+
 #: Twins-PCPVT size -> PVTPEG arch (by the depths of the stages).
 DEPTHS_TO_ARCH = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'medium',
                   (3, 8, 27, 3): 'large'}
@@ -50,11 +75,48 @@ def _unwrap(ckpt):
     return ckpt
 
 
+def source_format(state_dict):
+    """``'mmpretrain'`` for mmpretrain ``PCPVT`` weights, else ``'official'`` (Twins / timm)."""
+    keys = [k[len('backbone.'):] if k.startswith('backbone.') else k
+            for k in _unwrap(state_dict)]
+    return 'mmpretrain' if any(k.startswith(MMPRETRAIN_MARKERS) for k in keys) else 'official'
+
+
+def _convert_mmpretrain(state_dict, with_head):
+    state = OrderedDict((k[len('backbone.'):] if k.startswith('backbone.') else k, v)
+                        for k, v in state_dict.items())
+    stages = [int(m.group(1)) for k in state for m in [re.match(r'^stages\.(\d+)\.', k)] if m]
+    last = max(stages) if stages else -1
+    out, unmapped = OrderedDict(), []
+    for key, value in state.items():
+        head = MMPRETRAIN_HEAD_RE.match(key)
+        if head:
+            if with_head:
+                out[f'head.fc.{head.group(1)}'] = value
+            continue
+        norm = re.match(r'^norm_after_stage(\d+)\.(weight|bias)$', key)
+        if norm and int(norm.group(1)) == last:  # PVTPEG normalises the last stage only
+            out[f'norm.{norm.group(2)}'] = value
+            continue
+        for pattern, target in MMPRETRAIN_KEY_MAP:
+            if re.match(pattern, key):
+                out[re.sub(pattern, target, key)] = value
+                break
+        else:
+            unmapped.append(key)
+    if unmapped:
+        raise UnmappedKeysError(f'{len(unmapped)} mmpretrain PCPVT keys have no PVTPEG '
+                                f'mapping: {sorted(unmapped)}')
+    return out
+
+
 def convert(state_dict, with_head=False):
     """Rename Twins-PCPVT keys to PVTPEG keys.
 
     Args:
-        state_dict (dict): Official Twins or timm ``twins_pcpvt_*`` weights.
+        state_dict (dict): Official Twins or timm ``twins_pcpvt_*`` weights, or mmpretrain
+            ``PCPVT`` weights (a backbone or a ``backbone.``-prefixed ``ImageClassifier``
+            state dict); the format is recognised by :func:`source_format`.
         with_head (bool): Keep the classifier as ``head.fc.*`` (mmpretrain
             ``LinearClsHead``) instead of dropping it.
 
@@ -64,6 +126,8 @@ def convert(state_dict, with_head=False):
     Raises:
         UnmappedKeysError: listing every source key that has no mapping.
     """
+    if source_format(state_dict) == 'mmpretrain':
+        return _convert_mmpretrain(_unwrap(state_dict), with_head)
     out, unmapped = OrderedDict(), []
     for key, value in _unwrap(state_dict).items():
         head = HEAD_RE.match(key)
@@ -111,15 +175,18 @@ def main():
                         help='write an mmpretrain ImageClassifier checkpoint (backbone. '
                         'prefix and head.fc.*) instead of backbone-only weights')
     args = parser.parse_args()
-    src = torch.load(args.src, map_location='cpu', weights_only=True)
+    from mmposenc.engine import init_info_silenced, load_local_checkpoint
+    src = load_local_checkpoint(args.src, map_location='cpu')
     state = convert(src, with_head=args.classifier)
     backbone = {k: v for k, v in state.items() if not k.startswith('head.')}
-    load_strict(backbone)
+    with init_info_silenced():
+        load_strict(backbone)
     if args.classifier:
         state = OrderedDict((k if k.startswith('head.') else f'backbone.{k}', v)
                             for k, v in state.items())
     torch.save({'state_dict': state, 'meta': {'converted_from': args.src}}, args.dst)
-    print(f'saved {len(state)} tensors to {args.dst}')
+    print(f'saved {len(state)} tensors ({source_format(src)} PCPVT, PVTPEG arch '
+          f'{infer_arch(backbone)!r}) to {args.dst}')
 
 
 if __name__ == '__main__':

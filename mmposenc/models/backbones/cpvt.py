@@ -13,7 +13,7 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
-from ..layers.peg import PEG
+from ..layers.generators.peg import PEG
 
 
 def resize_pos_embed(pos_embed: torch.Tensor, src_shape: Sequence[int],
@@ -65,11 +65,26 @@ class MultiheadSelfAttention(BaseModule):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x):
-        """(B, N, C) -> (B, N, C)."""
+    def forward(self, x, qk_input=None):
+        """(B, N, C) -> (B, N, C).
+
+        ``qk_input`` (B, N, C), when given, feeds the query and key projections while ``x``
+        feeds the values (the "PEG on Q and K only" ablation of CPVT [L] §5.1).
+        """
         B, N, C = x.shape
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        if qk_input is None:
+            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        else:
+            if qk_input.shape != x.shape:
+                raise ValueError(f'qk_input of shape {tuple(qk_input.shape)} must match the '
+                                 f'tokens {tuple(x.shape)}')
+            w, b = self.qkv.weight, self.qkv.bias
+            qk = F.linear(qk_input, w[:2 * C], None if b is None else b[:2 * C])
+            q, k = qk.reshape(B, N, 2, self.num_heads, C // self.num_heads).permute(
+                2, 0, 3, 1, 4)
+            v = F.linear(x, w[2 * C:], None if b is None else b[2 * C:])
+            v = v.reshape(B, N, self.num_heads, C // self.num_heads).transpose(1, 2)
         x = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.attn_drop if self.training else 0.)
         x = x.transpose(1, 2).reshape(B, N, C)
@@ -115,8 +130,11 @@ class TransformerEncoderLayer(BaseModule):
                     if m.bias is not None:
                         nn.init.zeros_(m.bias)
 
-    def forward(self, x):
-        x = x + self.drop_path(self.attn(self.ln1(x)))
+    def forward(self, x, qk_input=None):
+        """``qk_input``: tokens for the queries and keys only (see
+        :meth:`MultiheadSelfAttention.forward`); the values and the residual use ``x``."""
+        qk = None if qk_input is None else self.ln1(qk_input)
+        x = x + self.drop_path(self.attn(self.ln1(x), qk))
         return self.ffn(self.ln2(x), identity=x)
 
 
@@ -150,8 +168,22 @@ class CPVT(BaseModule):
             default is ``(0,)`` (after the first layer); its best "0-5" is
             ``(0, 1, 2, 3, 4)``. Defaults to ``(0,)``.
         peg_cfg (dict): Extra arguments of every :class:`PEG` (e.g.
-            ``kernel_size``, ``conv_type``, ``padding``). Defaults to
-            ``dict()``.
+            ``kernel_size``, ``conv_type``, ``padding``). With
+            ``padding='none'`` every PEG shrinks the token grid (CPVT [E]
+            Table 10: 196 -> 144 tokens) and the later layers work on the
+            smaller grid. Defaults to ``dict()``.
+        peg_on (str): What the PEG output feeds:
+
+            - ``'qkv'``: it replaces the tokens (``X + F(X)``), so it reaches
+              the queries, keys and values of every later layer (the paper's
+              PEG, default);
+            - ``'qk'``: the ablation of CPVT [L] §5.1 ("only adding it when
+              calculating Q and K in the attention layer", 71.3%): the layer
+              after the PEG computes its queries and keys from ``X + F(X)``
+              and its values and residual from ``X``; the tokens themselves
+              never receive ``F(X)``.
+
+            Defaults to ``'qkv'``.
         out_type (str): Output of each index in ``out_indices``:
 
             - ``'cls_token'``: the class token, (B, C).
@@ -166,7 +198,7 @@ class CPVT(BaseModule):
         out_indices (int | Sequence[int]): Encoder layers whose outputs are
             returned. Defaults to -1 (the last).
         with_pos_embed (bool): Keep DeiT's learnable absolute position
-            embedding as well ("PEG + LE", CPVT Table 7); it is resized
+            embedding as well ("PEG + LE", CPVT [L] Table 7); it is resized
             bicubically to the input grid. Defaults to False.
         interpolate_mode (str): Resize mode of the kept position embedding.
             Defaults to ``'bicubic'``.
@@ -210,6 +242,7 @@ class CPVT(BaseModule):
                  in_channels: int = 3,
                  peg_positions: Sequence[int] = (0,),
                  peg_cfg: dict = dict(),
+                 peg_on: str = 'qkv',
                  out_type: str = 'cls_token',
                  with_cls_token: Optional[bool] = None,
                  out_indices: Union[int, Sequence[int]] = -1,
@@ -282,6 +315,17 @@ class CPVT(BaseModule):
             PEG(self.embed_dims, num_extra_tokens=self.num_extra_tokens, **peg_cfg)
             for _ in peg_positions
         ])
+        if peg_on not in ('qkv', 'qk'):
+            raise ValueError(f"peg_on must be 'qkv' or 'qk', got {peg_on!r}")
+        if peg_on == 'qk':
+            if any(peg.out_shape((16, 16)) != (16, 16) or not peg.residual
+                   for peg in self.pegs):
+                raise ValueError("peg_on='qk' needs PEGs that keep the grid and add X "
+                                 "(padding='zeros', stride=1, residual=True)")
+            if self.num_layers - 1 in peg_positions:
+                raise ValueError("peg_on='qk' feeds the layer after each PEG; the last layer "
+                                 f'({self.num_layers - 1}) has none')
+        self.peg_on = peg_on
 
         dpr = np.linspace(0, drop_path_rate, self.num_layers)
         self.layers = ModuleList([
@@ -362,13 +406,20 @@ class CPVT(BaseModule):
                                      self.interpolate_mode, self.num_extra_tokens)
         x = self.drop_after_pos(x)
         pegs = dict(zip(self.peg_positions, self.pegs))
-        if -1 in pegs:
-            x = pegs[-1](x, hw_shape)
+        qk_input = None  # peg_on='qk': X + F(X) for the next layer's queries and keys only
         outs = []
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
+        for i in [-1] + list(range(self.num_layers)):
+            if i >= 0:
+                x = self.layers[i](x, qk_input)
+                qk_input = None
             if i in pegs:
-                x = pegs[i](x, hw_shape)
+                if self.peg_on == 'qk':
+                    qk_input = pegs[i](x, hw_shape)
+                else:
+                    x = pegs[i](x, hw_shape)
+                    hw_shape = pegs[i].out_shape(hw_shape)  # padding='none' shrinks it
+            if i < 0:
+                continue
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.ln1(x)
             if i in self.out_indices:

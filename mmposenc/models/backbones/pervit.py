@@ -3,15 +3,16 @@ from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from mmcv.cnn import ConvModule, build_norm_layer
 from mmcv.cnn.bricks.drop import build_dropout
 from mmengine.model import BaseModule, ModuleList, Sequential
 from torch.utils.checkpoint import checkpoint
 
 from mmposenc.registry import MODELS
-from ..layers.mpa import MPA
-from ..layers.peripheral import (PPE_INITS, PeripheralDistanceEmbedding,
-                                 peripheral_init_schedule)
+from ..layers.attention.mpa import MPA
+from ..layers.generators.peripheral import (PPE_INITS, build_peripheral_embedding,
+                                            ppe_init_schedule)
 
 
 class PerViTMlp(BaseModule):
@@ -30,7 +31,7 @@ class PerViTMlp(BaseModule):
 
 
 class PerViTBlock(BaseModule):
-    """One PerViT block: 3x3 depthwise CPE, pre-norm MPA, pre-norm MLP.
+    """One PerViT block: 3x3 depthwise CPE, pre-norm MPA, pre-norm MLP (Eq. 10).
 
     ``x = x + DropPath(MPA(LN(CPE(x))))`` (the CPE output feeds the attention only; the residual
     is ``x``, as in the official code), then ``x = shortcut(x) + DropPath(MLP(LN(x)))`` where
@@ -47,9 +48,11 @@ class PerViTBlock(BaseModule):
         attn_drop_rate (float): Defaults to 0.
         drop_path_rate (float): Defaults to 0.
         norm_cfg (dict): Defaults to ``dict(type='LN', eps=1e-6)``.
-        distance_embed (PeripheralDistanceEmbedding, optional): Shared ``w_r``.
+        distance_embed (BaseModule, optional): Shared ``R`` (``w_r`` or the ``Lrn`` table).
         ppe_cfg (dict, optional): Arguments of the block's PeripheralPositionEncoding.
-        content_free (bool): Content-free MPA (Table 1 (c)). Defaults to False.
+        with_phi_p (bool): Phi_p in the MPA (Table 1 (b) without). Defaults to True.
+        with_phi_c (bool): Phi_c in the MPA (Table 1 (c) without). Defaults to True.
+        with_cpe (bool): The 3x3 depthwise CPE (Table 1 (e) without). Defaults to True.
         init_cfg (dict, optional): Defaults to None.
     """
 
@@ -63,18 +66,21 @@ class PerViTBlock(BaseModule):
                  attn_drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 distance_embed: Optional[PeripheralDistanceEmbedding] = None,
+                 distance_embed: Optional[BaseModule] = None,
                  ppe_cfg: Optional[dict] = None,
-                 content_free: bool = False,
+                 with_phi_p: bool = True,
+                 with_phi_c: bool = True,
+                 with_cpe: bool = True,
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         out_dims = out_dims or embed_dims
         self.embed_dims = embed_dims
         self.out_dims = out_dims
-        self.cpe = nn.Conv2d(embed_dims, embed_dims, 3, 1, 1, groups=embed_dims)
+        self.cpe = nn.Conv2d(embed_dims, embed_dims, 3, 1, 1, groups=embed_dims) \
+            if with_cpe else None
         self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.attn = MPA(embed_dims, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
-                        proj_drop=drop_rate, content_free=content_free,
+                        proj_drop=drop_rate, with_phi_p=with_phi_p, with_phi_c=with_phi_c,
                         distance_embed=distance_embed, ppe_cfg=ppe_cfg)
         self.drop_path = build_dropout(dict(type='DropPath', drop_prob=drop_path_rate))
         self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
@@ -85,7 +91,9 @@ class PerViTBlock(BaseModule):
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
         """``(B, H*W, C_in) -> (B, H*W, C_out)``."""
         b, n, c = x.shape
-        y = self.cpe(x.transpose(1, 2).reshape(b, c, *hw_shape)).flatten(2).transpose(1, 2)
+        y = x
+        if self.cpe is not None:
+            y = self.cpe(x.transpose(1, 2).reshape(b, c, *hw_shape)).flatten(2).transpose(1, 2)
         x = x + self.drop_path(self.attn(self.norm1(y), hw_shape))
         return self.shortcut(x) + self.drop_path(self.mlp(self.norm2(x)))
 
@@ -107,6 +115,52 @@ def _build_resampler(scale: float, channels: int, norm_cfg: dict) -> nn.Module:
         k = int(round(1 / scale))
         return nn.MaxPool2d(k, k, ceil_mode=True)
     raise ValueError(f'featmap scale must be one of 4, 2, 1, 0.5, 0.25, got {scale}')
+
+
+def pervit_flops(embed_dims: Sequence[int],
+                 depths: Sequence[int],
+                 num_heads: int,
+                 stem_channels: Sequence[int],
+                 img_size: Sequence[int] = (224, 224),
+                 mlp_ratio: float = 4.,
+                 in_channels: int = 3,
+                 conv_stem: bool = True,
+                 with_cpe: bool = True,
+                 with_phi_c: bool = True,
+                 attention_matmul: bool = False) -> int:
+    """Multiply-accumulates of a PerViT's convolutions and linear layers for one image.
+
+    This is what the paper's FLOPs count: PerViT-T / S / M give 1.55 / 4.42 / 8.97 G at
+    224 x 224, Table A5's 1.6 / 4.4 / 9.0 G. Not counted: the attention products ``Q K^T`` and
+    ``A V`` (``attention_matmul=True`` adds their ``2 N^2 C`` per block), Phi_p (it does not
+    depend on the image and is computed once per grid at inference), norms, activations,
+    softmax and the classifier.
+
+    Returns:
+        int: multiply-accumulates.
+    """
+    h, w = img_size
+    macs = 0
+    if conv_stem:
+        c_in = in_channels
+        for c in stem_channels:
+            h, w = -(-h // 2), -(-w // 2)
+            macs += h * w * c * c_in * 9
+            c_in = c
+        macs += h * w * c_in * c_in
+    else:
+        h, w = -(-h // 16), -(-w // 16)
+        macs += h * w * embed_dims[0] * in_channels * 16 * 16
+    n = h * w
+    widths = [d for d, k in zip(embed_dims, depths) for _ in range(k)]
+    for c, c_out in zip(widths, widths[1:] + widths[-1:]):
+        hidden = int(c * mlp_ratio)
+        macs += n * c * 9 if with_cpe else 0
+        macs += n * c * c * (4 if with_phi_c else 2)  # qkv (or v) and the output projection
+        macs += (2 if with_phi_c else 1) * n * n * c if attention_matmul else 0
+        macs += n * c * hidden + n * hidden * c_out
+        macs += n * c * c_out if c_out != c else 0
+    return macs
 
 
 @MODELS.register_module()
@@ -133,6 +187,12 @@ class PerViT(BaseModule):
     so the maps are ``4, 2, 1`` times it and ``ceil(. / 2)`` of it; for ``H, W`` divisible by
     32 (mmdet pads batches to 32) that is exactly ``H / s x W / s`` for stride ``s``.
 
+    The ablations of Tables 1, 5 and A3 are options (defaults: the paper's PerViT):
+    ``with_phi_p``, ``with_phi_c``, ``conv_stem``, ``with_cpe`` (Table 1), ``ppe_init``
+    (Table 5 top, Table A3), ``freeze_phi_p`` (Table A3 "fixed"), and through ``ppe_cfg``
+    the Phi_p designs of Table 5: ``multi_layer=False`` ("Euc"), ``kernel_size=1`` (without
+    N: "Euc + ML"), ``embedding='lrn'`` ("Lrn ..."), ``with_norms=False`` (Eq. 6 as written).
+
     Args:
         arch (str | dict): ``'tiny'``/``'t'``, ``'small'``/``'s'``, ``'medium'``/``'m'`` (Table
             A5) or a dict with keys ``embed_dims`` (4 widths), ``depths`` (4 ints),
@@ -152,11 +212,36 @@ class PerViT(BaseModule):
             Defaults to the arch's value: 0 / 0.1 / 0.2 for T / S / M.
         norm_cfg (dict): Token norms. Defaults to ``dict(type='LN', eps=1e-6)``.
         stem_norm_cfg (dict): Stem (and resampler) norms. Defaults to ``dict(type='BN')``.
-        ppe_init (str): ``'peripheral'``, ``'conv'`` or ``'rand'`` (Table 5).
+        ppe_init (str): Initialisation of Phi_p (Table 5, :func:`ppe_init_schedule`):
+
+            - ``'peripheral'``: Eq. 9 with ``s_l`` over ``linspace(-5, 4)`` and ``v_l`` over
+              ``linspace(3, 0.01)`` across the blocks;
+            - ``'conv'``: the same with ``s_l = -5``, ``v_l = 3`` in every block;
+            - ``'rand'``: every Phi_p parameter random (``w_r``, projections, both norms'
+              weights and biases).
+
             Defaults to 'peripheral'.
-        ppe_cfg (dict, optional): Extra arguments of every PeripheralPositionEncoding
-            (``chunk_elems``, ``with_cp``, ``max_cache``, ``kernel_size``, ...).
-        content_free (bool): Content-free MPA in every block. Defaults to False.
+        ppe_cfg (dict, optional): Extra arguments of every PeripheralPositionEncoding: the
+            designs ``multi_layer``, ``kernel_size``, ``with_norms``, ``embedding``
+            (``'euc'`` / ``'lrn'``, the ``Lrn`` table is laid out for 14 x 14 tokens) and
+            ``chunk_elems``, ``with_cp``, ``max_cache``, ...
+        with_phi_p (bool): Position-based attention Phi_p; False: MHSA (Table 1 (b), Table A3
+            "absent"). Defaults to True.
+        with_phi_c (bool): Content-based attention Phi_c; False: ``Normalize[Phi_p] V``
+            (Table 1 (c)). Defaults to True.
+        conv_stem (bool): The convolutional stem (C-stem); False: a ViT patchify stem, one
+            16 x 16 stride-16 convolution (the image is zero-padded to a multiple of 16 on the
+            right and bottom, as many tokens as the C-stem gives) (Table 1 (d)).
+            Defaults to True.
+        with_cpe (bool): The CPE of every block (Table 1 (e)). Defaults to True.
+        freeze_phi_p (bool): Keep every Phi_p parameter (``w_r`` or the ``Lrn`` table, the
+            projections and norms) at its initialisation: no gradients, and Phi_p is cached
+            in training too (Table A3 "fixed"). Defaults to False.
+        flop_match (bool): Widen the model until its FLOPs (:func:`pervit_flops` at 224 x 224)
+            are the closest to those of the full PerViT of the same ``arch``: every width
+            times one factor (multiples of ``num_heads``; the C-stem's last width follows
+            ``embed_dims[0]``), as footnote 8 does for the models without Phi_c or C-stem.
+            Defaults to False.
         with_cp (bool): Activation checkpointing per block in training: a block keeps only
             its input and is recomputed in backward (at 1333 x 800 the ``B x heads x N x N``
             attention probabilities of 12 blocks dominate the memory). Defaults to False.
@@ -196,7 +281,12 @@ class PerViT(BaseModule):
                  stem_norm_cfg: dict = dict(type='BN'),
                  ppe_init: str = 'peripheral',
                  ppe_cfg: Optional[dict] = None,
-                 content_free: bool = False,
+                 with_phi_p: bool = True,
+                 with_phi_c: bool = True,
+                 conv_stem: bool = True,
+                 with_cpe: bool = True,
+                 freeze_phi_p: bool = False,
+                 flop_match: bool = False,
                  with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = [
                      dict(type='TruncNormal', layer='Linear', std=0.02, bias=0.),
@@ -213,12 +303,28 @@ class PerViT(BaseModule):
         lengths = {k: len(arch[k]) for k in ('embed_dims', 'depths')}
         if len(set(lengths.values())) != 1:
             raise ValueError(f'embed_dims and depths must have the same length, got {lengths}')
-        if arch['stem_channels'][-1] != arch['embed_dims'][0]:
+        if conv_stem and arch['stem_channels'][-1] != arch['embed_dims'][0]:
             raise ValueError('the last stem channel must equal embed_dims[0], got '
                              f"{arch['stem_channels'][-1]} and {arch['embed_dims'][0]}")
         if ppe_init not in PPE_INITS:
             raise ValueError(f'ppe_init must be one of {PPE_INITS}, got {ppe_init!r}')
+        if not (with_phi_p or with_phi_c):
+            raise ValueError('with_phi_p and with_phi_c cannot both be False')
+        if freeze_phi_p and not with_phi_p:
+            raise ValueError('freeze_phi_p needs with_phi_p=True')
+        self.variant = dict(conv_stem=conv_stem, with_cpe=with_cpe, with_phi_c=with_phi_c)
+        if flop_match:
+            arch = self._flop_matched(arch, mlp_ratio, in_channels)
         self.arch_settings = dict(arch)
+        self.in_channels = in_channels
+        self.mlp_ratio = mlp_ratio
+        self.with_phi_p = with_phi_p
+        self.with_phi_c = with_phi_c
+        self.conv_stem = conv_stem
+        self.with_cpe = with_cpe
+        self.freeze_phi_p = freeze_phi_p
+        self.flop_match = flop_match
+        self.ppe_init = ppe_init
         self.with_cp = with_cp
         self.embed_dims = list(arch['embed_dims'])
         self.depths = list(arch['depths'])
@@ -239,14 +345,17 @@ class PerViT(BaseModule):
             raise ValueError(f'featmap_scales needs one scale per out index, got '
                              f'{len(featmap_scales)} for {len(self.out_indices)}')
 
-        # convolutional stem: 4 x (3x3 stride-2 conv + BN + ReLU), 1x1 conv
-        stem, c_in = [], in_channels
-        for c in arch['stem_channels']:
-            stem.append(ConvModule(c_in, c, 3, stride=2, padding=1, bias=True,
-                                   norm_cfg=stem_norm_cfg, act_cfg=dict(type='ReLU')))
-            c_in = c
-        self.stem = Sequential(*stem)
-        self.stem_proj = nn.Conv2d(c_in, c_in, 1)
+        if conv_stem:  # C-stem: 4 x (3x3 stride-2 conv + BN + ReLU), 1x1 conv
+            stem, c_in = [], in_channels
+            for c in arch['stem_channels']:
+                stem.append(ConvModule(c_in, c, 3, stride=2, padding=1, bias=True,
+                                       norm_cfg=stem_norm_cfg, act_cfg=dict(type='ReLU')))
+                c_in = c
+            self.stem = Sequential(*stem)
+            self.stem_proj = nn.Conv2d(c_in, c_in, 1)
+        else:  # patchify stem of ViT / DeiT
+            self.stem = nn.Conv2d(in_channels, self.embed_dims[0], 16, 16)
+            self.stem_proj = nn.Identity()
 
         # per-block widths; the last block of a stage moves to the next stage's width
         widths = [d for d, n in zip(self.embed_dims, self.depths) for _ in range(n)]
@@ -254,23 +363,31 @@ class PerViT(BaseModule):
         self.stage_ends = [sum(self.depths[:i + 1]) - 1 for i in range(self.num_stages)]
         self.out_channels = [out_widths[e] for e in self.stage_ends]
 
-        dist_dims = 4 * self.num_heads
-        self.distance_embed = PeripheralDistanceEmbedding(dist_dims, init=ppe_init)
-        schedule = peripheral_init_schedule(self.num_layers)
-        if ppe_init == 'conv':  # every layer starts as local as the first
-            schedule = [schedule[0]] * self.num_layers
+        ppe_cfg = dict(ppe_cfg or {})
+        if with_phi_p:  # one R (w_r, or the Lrn table) shared by all blocks and heads
+            self.distance_embed = build_peripheral_embedding(
+                ppe_cfg.get('embedding', 'euc'), 4 * self.num_heads, init=ppe_init,
+                kernel_size=ppe_cfg.get('kernel_size', 3),
+                multi_layer=ppe_cfg.get('multi_layer', True))
+        else:
+            self.distance_embed = None
+        schedule = ppe_init_schedule(ppe_init, self.num_layers)
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.blocks = ModuleList()
         for i in range(self.num_layers):
             cfg = dict(init=ppe_init, init_norm_bias=schedule[i][0],
                        init_norm_weight=schedule[i][1])
-            cfg.update(ppe_cfg or {})
+            cfg.update(ppe_cfg)
             self.blocks.append(
                 PerViTBlock(widths[i], self.num_heads, out_dims=out_widths[i],
                             mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_rate=drop_rate,
                             attn_drop_rate=attn_drop_rate, drop_path_rate=dpr[i],
                             norm_cfg=norm_cfg, distance_embed=self.distance_embed,
-                            ppe_cfg=cfg, content_free=content_free))
+                            ppe_cfg=cfg, with_phi_p=with_phi_p, with_phi_c=with_phi_c,
+                            with_cpe=with_cpe))
+        if freeze_phi_p:
+            for p in self.phi_p_parameters():
+                p.requires_grad_(False)
         for i in self.out_indices:
             self.add_module(f'norm{i}', build_norm_layer(norm_cfg, self.out_channels[i])[1])
         self.featmap_scales = None if featmap_scales is None else tuple(featmap_scales)
@@ -280,9 +397,51 @@ class PerViT(BaseModule):
                 for s, i in zip(featmap_scales, self.out_indices)
             ])
 
+    def _flop_matched(self, arch: dict, mlp_ratio: float, in_channels: int) -> dict:
+        """``arch`` with every width times the factor (steps of 0.005 from 1) whose FLOPs
+        are the closest to the full PerViT's (:func:`pervit_flops` at 224 x 224)."""
+        heads = arch['num_heads']
+
+        def flops(dims, stem, **variant):
+            return pervit_flops(dims, arch['depths'], heads, stem, mlp_ratio=mlp_ratio,
+                                in_channels=in_channels, **variant)
+
+        target = flops(arch['embed_dims'], arch['stem_channels'])
+        best = None
+        for step in range(401):
+            alpha = 1 + step / 200
+            dims = [max(heads, round(d * alpha / heads) * heads) for d in arch['embed_dims']]
+            stem = list(arch['stem_channels'][:-1]) + [dims[0]]
+            gap = flops(dims, stem, **self.variant) - target
+            if best is None or abs(gap) < best[0]:
+                best = (abs(gap), dims, stem)
+            if gap > 0:
+                break
+        return dict(arch, embed_dims=best[1], stem_channels=best[2])
+
+    def flops(self, img_size: Sequence[int] = (224, 224), attention_matmul: bool = False) -> int:
+        """:func:`pervit_flops` of this model (multiply-accumulates of one image)."""
+        return pervit_flops(self.embed_dims, self.depths, self.num_heads,
+                            self.arch_settings['stem_channels'], img_size,
+                            mlp_ratio=self.mlp_ratio, in_channels=self.in_channels,
+                            attention_matmul=attention_matmul, **self.variant)
+
+    def phi_p_modules(self):
+        """The shared ``R`` and every block's PeripheralPositionEncoding (empty without
+        Phi_p)."""
+        if self.distance_embed is None:
+            return []
+        return [self.distance_embed] + [b.attn.ppe for b in self.blocks]
+
+    def phi_p_parameters(self):
+        """Every Phi_p parameter once (``w_r`` / the ``Lrn`` table, projections, norms)."""
+        return [p for m in self.phi_p_modules() for p in m.parameters()]
+
     def forward(self, x: torch.Tensor):
         """Images ``(B, C_in, H, W)`` -> tuple of ``(B, C_i, H/16, W/16)`` maps (times the
         ``featmap_scales``), one per ``out_indices``."""
+        if not self.conv_stem:  # as many tokens as the C-stem: ceil(H / 16) x ceil(W / 16)
+            x = F.pad(x, (0, -x.shape[-1] % 16, 0, -x.shape[-2] % 16))
         x = self.stem_proj(self.stem(x))
         b, _, h, w = x.shape
         hw_shape = (h, w)
@@ -307,4 +466,7 @@ class PerViT(BaseModule):
     def extra_repr(self) -> str:
         return (f'embed_dims={self.embed_dims}, depths={self.depths}, '
                 f'num_heads={self.num_heads}, out_indices={self.out_indices}, '
-                f'with_cp={self.with_cp}')
+                f'with_phi_p={self.with_phi_p}, with_phi_c={self.with_phi_c}, '
+                f'conv_stem={self.conv_stem}, with_cpe={self.with_cpe}, '
+                f'ppe_init={self.ppe_init!r}, freeze_phi_p={self.freeze_phi_p}, '
+                f'flop_match={self.flop_match}, with_cp={self.with_cp}')

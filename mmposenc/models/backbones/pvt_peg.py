@@ -12,7 +12,8 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
-from ..layers.peg import PEG, map_to_tokens, tokens_to_map
+from ..layers.generators.peg import PEG, map_to_tokens, tokens_to_map
+from .cpvt import resize_pos_embed
 
 
 class SpatialReductionAttention(BaseModule):
@@ -113,10 +114,21 @@ class PVTPEG(BaseModule):
     absolute position embeddings and class token removed and one
     :class:`PEG` after the first block of every stage, as in `Conditional
     Positional Encodings for Vision Transformers
-    <https://arxiv.org/abs/2102.10882>`_ (§5.2). Classification uses global
+    <https://arxiv.org/abs/2102.10882>`_ ([L] §4.6, Table 13). Classification uses global
     average pooling of the last stage (a ``GlobalAveragePooling`` neck);
     detection and segmentation necks take the multi-scale maps of
     ``out_indices``. Any input size works.
+
+    The other ImageNet rows of CPVT [L] Table 13 are settings of the same
+    module (PVT-T top-1 in brackets):
+
+    - PVT, the baseline (75.0): ``with_peg=False, with_pos_embed=True,
+      out_type='cls_token'``;
+    - PVT + PEG (77.3): ``with_peg=True, with_pos_embed=True,
+      out_type='cls_token'``;
+    - PVT + GAP (75.9): ``with_peg=False, with_pos_embed=True`` and a
+      ``GlobalAveragePooling`` neck;
+    - PVT + PEG + GAP (78.1): the defaults and a ``GlobalAveragePooling`` neck.
 
     Args:
         arch (str | dict): ``'tiny'``, ``'small'``, ``'medium'``, ``'large'``
@@ -126,6 +138,21 @@ class PVTPEG(BaseModule):
         in_channels (int): Input channels. Defaults to 3.
         patch_size (int): Patch size of the first stage. Defaults to 4.
         peg_cfg (dict): Extra :class:`PEG` arguments. Defaults to ``dict()``.
+        with_peg (bool): One PEG after the first block of every stage.
+            Defaults to True.
+        with_pos_embed (bool): PVT v1's learnable absolute position embedding
+            of every stage (one vector per token of the ``img_size`` grid, the
+            class token's included, truncated-normal std 0.02, dropout
+            ``drop_rate``), resized bilinearly to other grids as PVT v1 does.
+            Defaults to False.
+        img_size (int | tuple): Size the position embeddings are made for.
+            Defaults to 224.
+        out_type (str): ``'featmap'``: (B, C_i, H_i, W_i) maps of the
+            ``out_indices`` stages (GAP is a ``GlobalAveragePooling`` neck).
+            ``'cls_token'``: PVT v1's classification head input, a class token
+            joined to the last stage's tokens (before its position
+            embedding) and returned, final-normalised, as (B, C); needs
+            ``out_indices`` = the last stage only. Defaults to ``'featmap'``.
         out_indices (Sequence[int]): Stages whose maps are returned.
             Defaults to ``(3,)``.
         qkv_bias (bool): Bias of q/kv. Defaults to True.
@@ -159,11 +186,17 @@ class PVTPEG(BaseModule):
     }
     essential_keys = {'embed_dims', 'num_heads', 'mlp_ratios', 'depths', 'sr_ratios'}
 
+    OUT_TYPES = ('featmap', 'cls_token')
+
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
                  in_channels: int = 3,
                  patch_size: int = 4,
                  peg_cfg: dict = dict(),
+                 with_peg: bool = True,
+                 with_pos_embed: bool = False,
+                 img_size: Union[int, Sequence[int]] = 224,
+                 out_type: str = 'featmap',
                  out_indices: Sequence[int] = (3,),
                  qkv_bias: bool = True,
                  drop_rate: float = 0.,
@@ -194,11 +227,46 @@ class PVTPEG(BaseModule):
             if not 0 <= i < self.num_stages:
                 raise ValueError(f'out_indices must be in [0, {self.num_stages}), got {i}')
         self.out_indices = out_indices
+        if out_type not in self.OUT_TYPES:
+            raise ValueError(f'out_type must be one of {self.OUT_TYPES}, got {out_type!r}')
+        if out_type == 'cls_token':
+            if out_indices != (self.num_stages - 1, ):
+                raise ValueError("out_type='cls_token' returns the class token of the last "
+                                 f'stage: out_indices must be ({self.num_stages - 1}, ), got '
+                                 f'{out_indices}')
+            if arch['sr_ratios'][-1] != 1:
+                raise ValueError("out_type='cls_token' needs sr_ratio 1 in the last stage "
+                                 f"(the class token has no place on the reduced map), got "
+                                 f"{arch['sr_ratios'][-1]}")
+        self.out_type = out_type
+        self.with_cls_token = out_type == 'cls_token'
+        self.with_peg = with_peg
+        self.with_pos_embed = with_pos_embed
+        img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+        grid = [-(-s // patch_size) for s in img_size]
+        #: The grid each stage's position embedding is made for (img_size / 4, 8, 16, 32).
+        self.pos_embed_shapes = []
+        for i in range(self.num_stages):
+            if i:
+                grid = [-(-g // 2) for g in grid]
+            self.pos_embed_shapes.append(tuple(grid))
+        if with_pos_embed:
+            #: PVT v1's absolute position embeddings, one per stage (the last one with the
+            #: class token's entry first when ``out_type='cls_token'``).
+            self.pos_embeds = nn.ParameterList([
+                nn.Parameter(torch.zeros(
+                    1, h * w + int(self.with_cls_token and i == self.num_stages - 1), dims))
+                for i, ((h, w), dims) in enumerate(zip(self.pos_embed_shapes,
+                                                       self.embed_dims))])
+            self._register_load_state_dict_pre_hook(self._drop_cls_pos_embed_hook)
+        if self.with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims[-1]))
+        self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         dpr = np.linspace(0, drop_path_rate, sum(self.depths))
         self.patch_embeds = ModuleList()
         self.stages = ModuleList()
-        #: One PEG per stage (stable name for ``custom_keys``).
+        #: One PEG per stage (stable name for ``custom_keys``), none without ``with_peg``.
         self.pegs = ModuleList()
         cur = 0
         prev = in_channels
@@ -213,7 +281,10 @@ class PVTPEG(BaseModule):
                                 qkv_bias, drop_rate, attn_drop_rate, float(dpr[cur + j]),
                                 norm_cfg) for j in range(depth)
             ]))
-            self.pegs.append(PEG(dims, **peg_cfg))
+            if with_peg:
+                last = i == self.num_stages - 1
+                self.pegs.append(PEG(dims, num_extra_tokens=int(self.with_cls_token and last),
+                                     **peg_cfg))
             cur += depth
             prev = dims
         self.final_norm = final_norm
@@ -224,6 +295,11 @@ class PVTPEG(BaseModule):
         super().init_weights()
         if self.init_cfg is not None:
             return
+        if self.with_pos_embed:
+            for pos_embed in self.pos_embeds:
+                trunc_normal_(pos_embed, std=.02)
+        if self.with_cls_token:
+            trunc_normal_(self.cls_token, std=.02)
         for name, m in self.named_modules():
             if name.startswith('pegs'):
                 continue  # PEG.init_weights keeps the official conv init
@@ -235,13 +311,23 @@ class PVTPEG(BaseModule):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
 
+    def _drop_cls_pos_embed_hook(self, state_dict, prefix, *args, **kwargs):
+        """Load a class-token classifier's last position embedding (one entry longer) into a
+        model without class token (dense tasks): its class-token entry is dropped."""
+        name = f'{prefix}pos_embeds.{self.num_stages - 1}'
+        if name in state_dict and not self.with_cls_token:
+            h, w = self.pos_embed_shapes[-1]
+            if state_dict[name].shape[1] == h * w + 1:
+                state_dict[name] = state_dict[name][:, 1:]
+
     def forward(self, x: torch.Tensor):
         """Args:
             x (Tensor): Images (B, in_channels, H, W), any H and W.
 
         Returns:
             tuple[Tensor]: (B, C_i, H_i, W_i) maps of the ``out_indices``
-            stages (strides 4, 8, 16, 32 for the default patch size).
+            stages (strides 4, 8, 16, 32 for the default patch size); the
+            final-normalised class token (B, C) for ``out_type='cls_token'``.
         """
         if x.dim() != 4:
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
@@ -249,12 +335,24 @@ class PVTPEG(BaseModule):
         outs = []
         for i in range(self.num_stages):
             x, hw_shape = self.patch_embeds[i](x)
+            last = i == self.num_stages - 1
+            extra = int(self.with_cls_token and last)
+            if extra:
+                x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
+            if self.with_pos_embed:
+                x = x + resize_pos_embed(self.pos_embeds[i], self.pos_embed_shapes[i],
+                                         hw_shape, 'bilinear', extra)
+            x = self.drop_after_pos(x)
             for j, block in enumerate(self.stages[i]):
                 x = block(x, hw_shape)
-                if j == 0:
+                if j == 0 and self.with_peg:
                     x = self.pegs[i](x, hw_shape)
-            if i == self.num_stages - 1 and self.final_norm:
+                    hw_shape = self.pegs[i].out_shape(hw_shape)  # padding='none' shrinks it
+            if last and self.final_norm:
                 x = self.norm(x)
+            if extra:
+                outs.append(x[:, 0])
+                break
             x = tokens_to_map(x, hw_shape).contiguous()
             if i in self.out_indices:
                 outs.append(x)

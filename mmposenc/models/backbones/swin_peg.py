@@ -7,7 +7,7 @@ from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import BaseModule, ModuleList
 
 from mmposenc.registry import MODELS
-from ..layers.peg import PEG, tokens_to_map
+from ..layers.generators.peg import PEG, tokens_to_map
 
 
 def _swin_block_sequence_cls():
@@ -23,7 +23,7 @@ def _swin_block_sequence_cls():
 @MODELS.register_module()
 class SwinPEG(BaseModule):
     """Swin Transformer + PEG + GAP of `Conditional Positional Encodings for
-    Vision Transformers <https://arxiv.org/abs/2102.10882>`_ (§5.2).
+    Vision Transformers <https://arxiv.org/abs/2102.10882>`_ ([L] §4.6, Table 15).
 
     `Swin Transformer <https://arxiv.org/abs/2103.14030>`_ (without absolute
     position embedding; its relative position bias is kept) with one
@@ -142,6 +142,7 @@ class SwinPEG(BaseModule):
                 x = block(x, hw_shape)
                 if j == 0:
                     x = self.pegs[i](x, hw_shape)
+                    hw_shape = self.pegs[i].out_shape(hw_shape)  # padding='none' shrinks it
             if i in self.out_indices:
                 out = getattr(self, f'norm{i}')(x)
                 outs.append(tokens_to_map(out, hw_shape).contiguous())

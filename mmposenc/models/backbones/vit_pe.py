@@ -10,8 +10,8 @@ from mmcv.cnn.bricks.transformer import FFN, PatchEmbed
 from mmengine.model import BaseModule, ModuleList
 
 from mmposenc.registry import MODELS
-from ..layers.pe_attention import PEMultiheadAttention
-from ..layers.pe_base import BasePositionEncoding
+from ..layers.attention.pe_attention import PEMultiheadAttention
+from ..layers.encodings.base import BasePositionEncoding
 
 
 class PETransformerEncoderLayer(BaseModule):

@@ -3,10 +3,19 @@
 Not imported by :mod:`mmposenc.models`; configs load it with
 ``custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)``.
 """
+from .encoder_pos import (PEG_ENCODERS, DeformableEncoderPosMixin, DetrEncoderPosMixin,
+                          EncoderPosMixin, PEGEncoderMixin)
+from .exact_padding import ExactPaddingMixin
 from .peg_deformable_detr import PEGDeformableDETR, PEGDeformableDetrTransformerEncoder
 from .peg_detr import PEGDETR, PEGDetrTransformerEncoder
+from .peg_detr_family import PEGDABDETR, PEGDINO, PEGConditionalDETR
+from .peg_mask2former import (PaddingAwareMask2FormerHead, PEGMSDeformAttnPixelDecoder,
+                              PixelDecoderShapesMixin)
 
 __all__ = [
-    'PEGDETR', 'PEGDetrTransformerEncoder', 'PEGDeformableDETR',
-    'PEGDeformableDetrTransformerEncoder'
+    'ExactPaddingMixin', 'EncoderPosMixin', 'DetrEncoderPosMixin', 'DeformableEncoderPosMixin',
+    'PEGEncoderMixin', 'PEG_ENCODERS', 'PEGDETR', 'PEGDetrTransformerEncoder',
+    'PEGDeformableDETR', 'PEGDeformableDetrTransformerEncoder', 'PEGConditionalDETR',
+    'PEGDABDETR', 'PEGDINO', 'PEGMSDeformAttnPixelDecoder', 'PaddingAwareMask2FormerHead',
+    'PixelDecoderShapesMixin'
 ]

@@ -1,77 +1,131 @@
-"""Resolution test-time augmentation: the mean of the logits at several resolutions."""
-from typing import Optional, Sequence, Union
+"""Resolution test-time augmentation (CAPE Sec. 5.1.3): the mean of the logits over views of
+each test image at several resolutions, every view resized from the source image."""
+from typing import List, Optional, Union
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from mmengine.model import BaseModel
+from mmengine.model import BaseTTAModel
 
 from mmposenc.registry import MODELS
 
 
-@MODELS.register_module()
-class ResolutionTTAClassifier(BaseModel):
-    """Average a classifier's logits over resized copies of the test batch (`UniViT
-    <https://arxiv.org/abs/2106.03143>`_: resolutions ``r - 32, r, r + 32``).
+def resolution_tta_pipeline(sizes=(192, 224, 256), crop_ratio: float = 224 / 256,
+                            **resize_kwargs) -> List[dict]:
+    """A ``tta_pipeline`` whose views are the test pipeline at ``sizes``.
 
-    Wraps an mmpretrain-style classifier: ``module(inputs, mode='tensor')`` must return
-    the logits and ``module.head._get_predictions(logits, data_samples)`` must turn them
-    into predictions (true of ``ImageClassifier`` with a ``ClsHead``). Used as
-    ``tta_model=dict(type='mmposenc.ResolutionTTAClassifier')`` (the test script puts
-    the model into ``module``) or directly.
+    Each view resizes the short edge of the source image to ``int(size / crop_ratio)`` and
+    centre-crops ``size x size`` (mmpretrain's ``ResizeEdge`` + ``CenterCrop``, the DeiT test
+    pipeline at 224 with the default ratio 224 / 256), then packs it. mmcv's ``TestTimeAug``
+    runs every view on a copy of the loaded image.
+
+    Args:
+        sizes (Sequence[int]): View resolutions. Defaults to (192, 224, 256): ``r - 32, r,
+            r + 32`` with ``r = 224`` (CAPE Table 1).
+        crop_ratio (float): Crop size over resized short edge. Defaults to 224 / 256.
+        **resize_kwargs: Extra arguments of ``ResizeEdge``; defaults to the DeiT pipeline's
+            ``backend='pillow', interpolation='bicubic'``.
+
+    Returns:
+        list[dict]: ``[LoadImageFromFile, TestTimeAug([...views...], [PackInputs])]``.
+    """
+    resize_kwargs = dict(dict(backend='pillow', interpolation='bicubic'), **resize_kwargs)
+    views = [
+        dict(type='Compose', transforms=[
+            dict(type='ResizeEdge', scale=int(s / crop_ratio), edge='short', **resize_kwargs),
+            dict(type='CenterCrop', crop_size=s),
+        ]) for s in sizes
+    ]
+    return [
+        dict(type='LoadImageFromFile'),
+        dict(type='TestTimeAug', transforms=[views, [dict(type='PackInputs')]]),
+    ]
+
+
+@MODELS.register_module()
+class ResolutionTTAClassifier(BaseTTAModel):
+    """Average a classifier's logits over the resolution views of each test image (`CAPE
+    <https://arxiv.org/abs/2106.03143>`_ Sec. 5.1.3: resolutions ``r - 32, r, r + 32``).
+
+    The views come from the data pipeline (``tta_pipeline``, see
+    :func:`resolution_tta_pipeline`): each is resized from the source image at its own
+    resolution, so the ``r + 32`` view holds the detail of the source at that size, not an
+    upsampled ``r`` view. Every view goes through the classifier's own data preprocessor and
+    ``module(inputs, mode='tensor')`` (the logits); the mean logits become predictions through
+    ``module.head._get_predictions`` (true of mmpretrain's ``ImageClassifier`` with a
+    ``ClsHead``). Used as ``tta_model=dict(type='mmposenc.ResolutionTTAClassifier')`` with
+    ``tools/test.py --tta`` (which wraps the config's model in ``module``) or directly. It is
+    an mmengine ``BaseTTAModel``, so a checkpoint of the classifier loads into ``module``.
 
     Args:
         module (dict | nn.Module): The classifier.
-        offsets (Sequence[int]): Added to the batch's height and width. Defaults to
-            (-32, 0, 32).
-        interpolation (str): Mode of ``F.interpolate``. Defaults to 'bilinear'.
-        data_preprocessor (dict, optional): Unused: the wrapped classifier's own
-            preprocessor is applied. Defaults to None.
+        data_preprocessor (dict, optional): Unused: the classifier's own preprocessor is
+            applied to every view. Defaults to None.
+
+    Examples:
+        >>> tta = ResolutionTTAClassifier(dict(type='mmpretrain.ImageClassifier',
+        ...     backbone=dict(type='mmposenc.PEViT', arch=dict(embed_dims=32, num_layers=1,
+        ...                   num_heads=2, feedforward_channels=64), patch_size=16,
+        ...                   pos_encoding=dict(type='mmposenc.CAPE2d')),
+        ...     head=dict(type='mmpretrain.LinearClsHead', num_classes=3, in_channels=32)))
+        >>> pipeline = resolution_tta_pipeline(sizes=(192, 224, 256))  # the tta_pipeline
     """
 
-    def __init__(self,
-                 module: Union[dict, nn.Module],
-                 offsets: Sequence[int] = (-32, 0, 32),
-                 interpolation: str = 'bilinear',
-                 data_preprocessor: Optional[dict] = None):
-        super().__init__()
-        self.module = MODELS.build(module) if isinstance(module, dict) else module
-        if not offsets:
-            raise ValueError('offsets must not be empty')
-        self.offsets = tuple(int(o) for o in offsets)
-        self.interpolation = interpolation
+    def __init__(self, module: Union[dict, nn.Module], data_preprocessor: Optional[dict] = None):
+        if isinstance(module, dict):
+            module = MODELS.build(module)
+        super().__init__(module)
 
-    def logits(self, inputs: torch.Tensor) -> torch.Tensor:
-        """Mean logits of the resized copies of the preprocessed ``inputs`` (B, C, H, W)."""
-        H, W = inputs.shape[-2:]
-        total = None
-        for o in self.offsets:
-            size = (H + o, W + o)
-            if min(size) < 1:
-                raise ValueError(f'offset {o} gives an empty image for input size {(H, W)}')
-            x = inputs
-            if o != 0:
-                align = False if self.interpolation in ('bilinear', 'bicubic') else None
-                x = F.interpolate(inputs, size=size, mode=self.interpolation,
-                                  align_corners=align)
-            out = self.module(x, mode='tensor')
+    @staticmethod
+    def split_views(data: dict) -> List[dict]:
+        """The per-view batches of a collated ``TestTimeAug`` batch.
+
+        ``TestTimeAug`` packs each image as ``dict(inputs=[view_0, ...], data_samples=[...])``;
+        collated, ``data[key][v]`` is view ``v`` of the batch (a list of images, or a stacked
+        tensor with ``default_collate``).
+        """
+        inputs = data.get('inputs') if isinstance(data, dict) else None
+        is_views = isinstance(inputs, (list, tuple)) and len(inputs) > 0 and (
+            isinstance(inputs[0], (list, tuple))
+            or (torch.is_tensor(inputs[0]) and inputs[0].dim() == 4))
+        if not is_views:
+            raise ValueError('ResolutionTTAClassifier expects the views of a TestTimeAug '
+                             'tta_pipeline (one list per view); got a plain batch: run the test '
+                             'with --tta, which sets the test pipeline to tta_pipeline')
+        return [{k: v[i] for k, v in data.items()} for i in range(len(inputs))]
+
+    def logits_and_samples(self, data: dict):
+        """Mean logits ``(B, num_classes)`` over the views of ``data`` and the data samples
+        of the first view."""
+        views = self.split_views(data)
+        total = samples = None
+        for i, view in enumerate(views):
+            view = self.module.data_preprocessor(view, False)
+            if i == 0:
+                samples = view.get('data_samples')
+            out = self.module(view['inputs'], mode='tensor')
             total = out if total is None else total + out
-        return total / len(self.offsets)
+        return total / len(views), samples
 
-    def forward(self, inputs, data_samples=None, mode='tensor'):
-        logits = self.logits(inputs)
-        if mode == 'tensor':
-            return logits
-        if mode == 'predict':
-            return self.module.head._get_predictions(logits, data_samples)
-        raise RuntimeError(f'ResolutionTTAClassifier supports modes tensor/predict, '
-                           f'got {mode!r}')
-
-    def test_step(self, data):
-        data = self.module.data_preprocessor(data, False)
-        return self(data['inputs'], data.get('data_samples'), mode='predict')
+    def test_step(self, data: dict):
+        logits, samples = self.logits_and_samples(data)
+        return self.module.head._get_predictions(logits, samples)
 
     val_step = test_step
 
-    def extra_repr(self) -> str:
-        return f'offsets={self.offsets}, interpolation={self.interpolation!r}'
+    def merge_preds(self, data_samples_list):
+        """Merge per-view predictions (mmengine's ``BaseTTAModel`` path): the softmax of the
+        mean log-scores, which is the softmax of the mean logits (the per-view log-sum-exp is
+        a constant per view that the softmax removes). :meth:`test_step` averages the logits
+        directly and does not need this."""
+        merged = []
+        for samples in data_samples_list:
+            log_p = torch.stack([s.pred_score for s in samples]).clamp_min(1e-30).log()
+            out = samples[0].new()
+            score = log_p.mean(0).softmax(-1)
+            out.set_pred_score(score).set_pred_label(score.argmax(-1, keepdim=True))
+            merged.append(out)
+        return merged
+
+    def forward(self, inputs, data_samples=None, mode='tensor'):
+        """The wrapped classifier on one batch (a single view)."""
+        return self.module(inputs, data_samples, mode=mode)

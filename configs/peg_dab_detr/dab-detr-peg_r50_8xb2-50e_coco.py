@@ -1,0 +1,12 @@
+# DAB-DETR-R50 with the encoder's sine encoding replaced by a masked PEG after the first encoder
+# layer (CPVT's DETR setting); the decoder keeps its sine memory and anchor-box positions.
+# Without encoder positions DAB-DETR's position-scaling MLP (encoder.query_scale) has nothing to
+# scale and gets no gradient: it stays so that stock checkpoints load, hence
+# find_unused_parameters for distributed training. Beyond both papers.
+_base_ = './dab-detr-sine_r50_8xb2-50e_coco.py'
+
+model = dict(
+    encoder_pos='peg',
+    peg_after=(0, ),  # after encoder layer 0; -1 = before the first layer
+    peg_cfg=dict(type='mmposenc.MaskedPEG', kernel_size=3))
+find_unused_parameters = True  # encoder.query_scale (see above)

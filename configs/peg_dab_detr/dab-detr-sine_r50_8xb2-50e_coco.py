@@ -1,0 +1,14 @@
+# DAB-DETR-R50 as mmdet trains it (mmdet's config unchanged: 300 queries, 6+6 layers, AdamW lr
+# 1e-4, 50 epochs with lr x0.1 at epoch 40, total batch 16 = 8 GPUs x 2), with the encoder
+# position encoding chosen by encoder_pos. With 'sine' it is mmdet's DABDETR (same state dict;
+# bit-identical where mmdet's padding mask is exact, tested in
+# tests/test_detectors/test_encoder_pos_models.py); its padding masks are exact everywhere.
+_base_ = 'mmdet::dab_detr/dab-detr_r50_8xb2-50e_coco.py'
+custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)
+
+model = dict(
+    type='mmposenc.PEGDABDETR',  # mmposenc.models.detectors.PEGDABDETR
+    encoder_pos='sine',  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'
+    # memory positions of the decoder's cross-attention keys; the anchor-box query positions
+    # are the decoder's own (sine of the boxes) in every variant of this folder
+    decoder_pos='sine')

@@ -1,0 +1,19 @@
+# Mask2Former-R50 for ADE20K semantic segmentation as mmseg trains it (mmseg's config
+# unchanged: 512 x 512 crops, AdamW lr 1e-4, 160k iterations of 16 images = 8 GPUs x 2, poly
+# schedule), with the position encoding of the pixel decoder's encoder chosen by encoder_pos.
+# With 'sine' the pixel decoder is mmdet's MSDeformAttnPixelDecoder (same state dict;
+# bit-identical on batches with no padded image, tested in
+# tests/test_detectors/test_encoder_pos_models.py); on padded batches (training crops of images
+# smaller than 512, test images padded to a multiple of 32) its encoder masks the padding,
+# which mmdet's does not. The transformer decoder's level positions are unchanged.
+_base_ = 'mmseg::mask2former/mask2former_r50_8xb2-160k_ade20k-512x512.py'
+custom_imports = dict(
+    imports=['mmdet.models', 'mmposenc.models.detectors'], allow_failed_imports=False)
+
+model = dict(
+    decode_head=dict(
+        # mmseg's Mask2FormerHead handing each image's shape to the pixel decoder
+        type='mmposenc.PaddingAwareSegMask2FormerHead',
+        pixel_decoder=dict(
+            type='mmposenc.PEGMSDeformAttnPixelDecoder',
+            encoder_pos='sine')))  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'

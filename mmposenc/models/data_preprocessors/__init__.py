@@ -1,1 +1,0 @@
-from .random_resolution import RandomResolutionDataPreprocessor  # noqa: F401

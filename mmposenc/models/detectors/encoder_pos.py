@@ -1,0 +1,560 @@
+"""The encoder position switch of every mmposenc detector: one mechanism for all hosts.
+
+mmdet hard-codes a :class:`~mmdet.models.layers.SinePositionalEncoding` in the encoder of its
+DETR family (DETR, Conditional-DETR, DAB-DETR, Deformable-DETR, DINO) and of Mask2Former's
+pixel decoder. This module replaces it by configuration, in three parts that every mmposenc
+model shares:
+
+- the switch (:class:`EncoderPosMixin`): ``encoder_pos`` (one of :data:`ENCODER_POS_TYPES`),
+  ``peg_after``, ``peg_cfg``, ``cape_cfg``; the positions of one level
+  (:meth:`EncoderPosMixin.level_pos`: sine, CAPE, level embedding, none) and the encoder, built
+  by the host and then rebuilt as its PEG version (:meth:`EncoderPosMixin.install_peg_encoder`,
+  so no host's ``_init_layers`` is copied);
+- the PEG placement (:class:`PEGEncoderMixin`): PEGs after chosen layers of any mmdet encoder
+  whose ``forward`` runs ``self.layers`` in turn, by a forward hook on those layers, so the host's
+  own loop runs unchanged (DAB-DETR's position scaling, Mask2Former's given reference points);
+  :data:`PEG_ENCODERS` maps each host encoder to its PEG version;
+- the masks: the exact padding masks of :class:`~mmposenc.models.detectors.ExactPaddingMixin`
+  (``ceil(img / stride)`` valid cells per image) feed the attention, the PEGs, the sine
+  normalisation, the CAPE extent and ``valid_ratios`` in the two ``pre_transformer`` of
+  :class:`DetrEncoderPosMixin` (single level: DETR, Conditional-DETR, DAB-DETR) and
+  :class:`DeformableEncoderPosMixin` (multi-level: Deformable-DETR, DINO).
+
+A new detector of either kind is then one class line, e.g.::
+
+    @MODELS.register_module()
+    class PEGDINO(DeformableEncoderPosMixin, DINO):
+        '''DINO with the encoder position switch.'''
+
+Position encodings used elsewhere than in the encoder are the host's and stay: the memory
+positions of the DETR-like decoders' cross-attention (``decoder_pos='sine'`` by default), the
+box-coordinate sine of DAB-DETR's and DINO's query positions (computed from the reference boxes,
+not by the positional-encoding module) and Mask2Former's transformer-decoder level positions.
+"""
+import copy
+import functools
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+from mmdet.models.layers import (DABDetrTransformerEncoder, DeformableDetrTransformerEncoder,
+                                 DetrTransformerEncoder, Mask2FormerTransformerEncoder)
+from mmdet.structures import OptSampleList
+from mmengine.model import ModuleList
+from torch import Tensor, nn
+
+from mmposenc.registry import MODELS
+from .exact_padding import ExactPaddingMixin
+
+#: Position encodings the encoder can use (see :class:`EncoderPosMixin`).
+ENCODER_POS_TYPES = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none')
+#: Memory positions the DETR-like decoders' cross-attention can use.
+DECODER_POS_TYPES = ('sine', 'none')
+
+
+def check_encoder_pos(encoder_pos: str) -> str:
+    """``encoder_pos`` if it is one of :data:`ENCODER_POS_TYPES`, else a ValueError."""
+    if encoder_pos not in ENCODER_POS_TYPES:
+        raise ValueError(f'encoder_pos must be one of {ENCODER_POS_TYPES}, got {encoder_pos!r}')
+    return encoder_pos
+
+
+def check_peg_after(peg_after: Sequence[int], num_layers: int) -> Tuple[int, ...]:
+    """Validate PEG positions: ``i`` = after encoder layer ``i``, ``-1`` = before layer 0."""
+    if isinstance(peg_after, int):
+        peg_after = (peg_after, )
+    positions = tuple(int(i) for i in peg_after)
+    bad = [i for i in positions if not -1 <= i < num_layers]
+    if bad:
+        raise ValueError(f'peg_after entries must lie in [-1, {num_layers - 1}] (-1 = before '
+                         f'the first of the {num_layers} encoder layers), got {bad}')
+    if len(set(positions)) != len(positions):
+        raise ValueError(f'peg_after has duplicates: {positions}')
+    return tuple(sorted(positions))
+
+
+def build_pegs(peg_cfg: Optional[dict], peg_after: Tuple[int, ...], **defaults) -> ModuleList:
+    """One PEG per position of ``peg_after``; ``defaults`` fill keys missing in ``peg_cfg``."""
+    if peg_after and peg_cfg is None:
+        raise ValueError('peg_after asks for PEGs but peg_cfg is None')
+    pegs = ModuleList()
+    for _ in peg_after:
+        cfg = dict(peg_cfg)
+        for key, value in defaults.items():
+            cfg.setdefault(key, value)
+        pegs.append(MODELS.build(cfg))
+    return pegs
+
+
+class PEGEncoderMixin:
+    """PEGs after chosen layers of an mmdet transformer encoder, around the host's own loop.
+
+    Put it before an encoder class whose ``forward`` calls ``self.layers`` one after the other
+    and feeds each layer's output to the next (all of mmdet's DETR-family encoders). A PEG
+    after layer ``i`` is a forward hook on ``self.layers[i]`` that replaces the layer's output
+    by ``peg(output, **peg_inputs)``; a PEG at ``-1`` runs on the input before the host's
+    ``forward``. The PEG inputs (grid shapes and the padding mask) are those of the running
+    ``forward`` call; the subclass says which (:meth:`peg_inputs`).
+
+    Args:
+        peg_after (Sequence[int]): ``i`` = a PEG after encoder layer ``i``, ``-1`` = before
+            the first layer; empty for none (the stock encoder). Defaults to ``()``.
+        peg_cfg (dict, optional): Config of each PEG (``embed_dims`` and, for multi-level
+            encoders, ``num_levels`` filled in). Defaults to :attr:`default_peg_cfg`.
+        num_levels (int, optional): Feature levels of a multi-level encoder.
+        *args, **kwargs: Those of the host encoder.
+    """
+
+    #: PEG of this encoder when ``peg_cfg`` is not given
+    default_peg_cfg = dict(type='mmposenc.MaskedPEG')
+    #: whether the PEGs take ``num_levels``
+    multi_level = False
+
+    def __init__(self, *args, peg_after: Sequence[int] = (),
+                 peg_cfg: Optional[dict] = default_peg_cfg, num_levels: Optional[int] = None,
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.peg_after = check_peg_after(peg_after, self.num_layers)
+        defaults = dict(embed_dims=self.embed_dims)
+        if self.multi_level:
+            defaults['num_levels'] = num_levels
+        self.pegs = build_pegs(peg_cfg, self.peg_after, **defaults)
+        self._peg_inputs: Optional[dict] = None
+        for index, position in enumerate(self.peg_after):
+            if position >= 0:
+                self.layers[position].register_forward_hook(
+                    functools.partial(self._peg_after_layer, index))
+
+    def _peg_after_layer(self, index: int, layer: nn.Module, args, output: Tensor) -> Tensor:
+        if self._peg_inputs is None:
+            raise RuntimeError(f'encoder layer {self.peg_after[index]} ran outside its '
+                               'encoder\'s forward: its PEG has no grid shapes')
+        return self.pegs[index](output, **self._peg_inputs)
+
+    def peg_inputs(self, **forward_kwargs) -> dict:
+        """The keyword arguments of the PEGs, from those of ``forward``."""
+        raise NotImplementedError
+
+    def encode(self, query: Tensor, **kwargs) -> Tensor:
+        """The host encoder's ``forward``."""
+        return super().forward(query, **kwargs)
+
+    def forward_with_pegs(self, query: Tensor, peg_inputs: dict, **kwargs) -> Tensor:
+        """:meth:`encode` with the PEGs of ``peg_after`` applied (``peg_inputs`` to each)."""
+        if not len(self.pegs):
+            return self.encode(query, **kwargs)
+        if self.peg_after[0] == -1:
+            query = self.pegs[0](query, **peg_inputs)
+        self._peg_inputs = peg_inputs
+        try:
+            return self.encode(query, **kwargs)
+        finally:
+            self._peg_inputs = None
+
+
+class SingleLevelPEGEncoderMixin(PEGEncoderMixin):
+    """:class:`PEGEncoderMixin` for DETR-like encoders: one token grid, a
+    :class:`~mmposenc.models.layers.MaskedPEG` per position."""
+
+    def forward(self, query: Tensor, query_pos: Optional[Tensor],
+                key_padding_mask: Optional[Tensor],
+                hw_shape: Optional[Sequence[int]] = None, **kwargs) -> Tensor:
+        """Encode; PEGs see the tokens after the layers named in ``peg_after``.
+
+        Args:
+            query (Tensor): Tokens (bs, h*w, C).
+            query_pos (Tensor, optional): Position embeddings (bs, h*w, C), None for none.
+            key_padding_mask (Tensor, optional): Bool (bs, h*w), True = padded; None when no
+                image of the batch is padded.
+            hw_shape (Sequence[int], optional): (h, w) of the token grid; needed with PEGs.
+
+        Returns:
+            Tensor: The memory (bs, h*w, C).
+        """
+        if len(self.pegs) and hw_shape is None:
+            raise ValueError(f'{type(self).__name__} with PEGs needs hw_shape')
+        return self.forward_with_pegs(
+            query, dict(hw_shape=hw_shape, key_padding_mask=key_padding_mask),
+            query_pos=query_pos, key_padding_mask=key_padding_mask, **kwargs)
+
+
+class MultiLevelPEGEncoderMixin(PEGEncoderMixin):
+    """:class:`PEGEncoderMixin` for Deformable-DETR-like encoders: the tokens of all levels
+    concatenated, a :class:`~mmposenc.models.layers.MultiLevelMaskedPEG` per position (each
+    level on its own grid with its own mask)."""
+
+    default_peg_cfg = dict(type='mmposenc.MultiLevelMaskedPEG')
+    multi_level = True
+
+    def __init__(self, *args, peg_cfg: Optional[dict] = default_peg_cfg, num_levels: int = 4,
+                 **kwargs) -> None:
+        super().__init__(*args, peg_cfg=peg_cfg, num_levels=num_levels, **kwargs)
+
+    def forward(self, query: Tensor, query_pos: Optional[Tensor],
+                key_padding_mask: Optional[Tensor], spatial_shapes: Tensor,
+                level_start_index: Tensor, valid_ratios: Tensor, **kwargs) -> Tensor:
+        """Encode the concatenated multi-level tokens; arguments as in the host encoder
+        (``query_pos`` and ``key_padding_mask`` may be None)."""
+        peg_inputs = dict(spatial_shapes=spatial_shapes, level_start_index=level_start_index,
+                          key_padding_mask=key_padding_mask)
+        return self.forward_with_pegs(
+            query, peg_inputs, query_pos=query_pos, key_padding_mask=key_padding_mask,
+            spatial_shapes=spatial_shapes, level_start_index=level_start_index,
+            valid_ratios=valid_ratios, **kwargs)
+
+
+class PEGDetrTransformerEncoder(SingleLevelPEGEncoderMixin, DetrTransformerEncoder):
+    """DETR's encoder (also Conditional-DETR's) with masked PEGs after chosen layers.
+
+    Args:
+        peg_after (Sequence[int]): Where PEGs go: ``i`` applies one after encoder layer ``i``
+            (CPVT: ``(0, )``), ``-1`` before the first layer. Empty for none (the stock
+            encoder). Defaults to ``()``.
+        peg_cfg (dict, optional): Config of each PEG (``embed_dims`` filled in).
+            Defaults to ``dict(type='mmposenc.MaskedPEG')``.
+        *args, **kwargs: Those of :class:`mmdet.models.layers.DetrTransformerEncoder`.
+    """
+
+
+class PEGDABDetrTransformerEncoder(SingleLevelPEGEncoderMixin, DABDetrTransformerEncoder):
+    """DAB-DETR's encoder with masked PEGs after chosen layers.
+
+    DAB-DETR scales the position embedding of every layer by an MLP of the tokens
+    (``query_scale``). Without position embeddings (``query_pos=None``: ``encoder_pos`` 'peg'
+    or 'none') there is nothing to scale: the layers run as in DETR's encoder and
+    ``query_scale`` is unused (kept so that stock checkpoints load).
+    """
+
+    def encode(self, query: Tensor, **kwargs) -> Tensor:
+        if kwargs.get('query_pos') is None:
+            return DetrTransformerEncoder.forward(self, query, **kwargs)
+        return super().encode(query, **kwargs)
+
+
+class PEGDeformableDetrTransformerEncoder(MultiLevelPEGEncoderMixin,
+                                          DeformableDetrTransformerEncoder):
+    """Deformable-DETR's encoder (also DINO's) with multi-level masked PEGs after chosen layers.
+
+    Args:
+        peg_after (Sequence[int]): ``i`` = a PEG after encoder layer ``i``, ``-1`` = before
+            the first layer; empty for the stock encoder. Defaults to ``()``.
+        peg_cfg (dict, optional): Config of each PEG (``embed_dims`` filled in).
+            Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG')``.
+        num_levels (int): Feature levels, passed to PEGs whose config lacks it. Defaults to 4.
+        *args, **kwargs: Those of :class:`mmdet.models.layers.DeformableDetrTransformerEncoder`.
+    """
+
+
+class PEGMask2FormerTransformerEncoder(MultiLevelPEGEncoderMixin, Mask2FormerTransformerEncoder):
+    """The encoder of Mask2Former's pixel decoder with multi-level masked PEGs after chosen
+    layers (arguments as :class:`PEGDeformableDetrTransformerEncoder`)."""
+
+
+#: The PEG version of each host encoder (:meth:`EncoderPosMixin.install_peg_encoder`).
+PEG_ENCODERS = {
+    DetrTransformerEncoder: PEGDetrTransformerEncoder,
+    DABDetrTransformerEncoder: PEGDABDetrTransformerEncoder,
+    DeformableDetrTransformerEncoder: PEGDeformableDetrTransformerEncoder,
+    Mask2FormerTransformerEncoder: PEGMask2FormerTransformerEncoder,
+}
+
+
+class EncoderPosMixin:
+    """The ``encoder_pos`` switch: arguments, encoder, positions of one level.
+
+    Put it before the host class (a detector or a pixel decoder whose encoder is built in its
+    ``__init__`` / ``_init_layers`` from the config ``self.encoder``). Its arguments are stored
+    before the host's ``__init__`` runs.
+
+    Args:
+        encoder_pos (str): Position encoding of the encoder tokens.
+
+            - ``'sine'``: the host's sine encoding (stock model);
+            - ``'peg'``: no sine encoding; masked PEGs at ``peg_after``;
+            - ``'sine+peg'``: both;
+            - ``'cape'``: :class:`~mmposenc.models.layers.CAPE2d` (per-image valid extent,
+              augmented in training only) where the sine encoding was;
+            - ``'cape+peg'``: CAPE and masked PEGs;
+            - ``'none'``: neither.
+
+            Defaults to ``'peg'``.
+        peg_after (Sequence[int]): PEG positions for the PEG modes: ``i`` = after encoder
+            layer ``i``, ``-1`` = before the first layer. Defaults to ``(0, )`` (CPVT).
+        peg_cfg (dict, optional): Config of each PEG. Defaults to the host kind's
+            (:attr:`default_peg_cfg`).
+        cape_cfg (dict): Config of the encoder's CAPE for ``'cape'`` / ``'cape+peg'``
+            (``embed_dims`` filled in). Defaults to ``dict(type='mmposenc.CAPE2d')``.
+    """
+
+    default_peg_cfg = dict(type='mmposenc.MaskedPEG', kernel_size=3)
+    #: learnt level embeddings without sine (multi-level hosts set it)
+    use_level_embed = False
+
+    def __init__(self, *args, encoder_pos: str = 'peg', peg_after: Sequence[int] = (0, ),
+                 peg_cfg: Optional[dict] = None,
+                 cape_cfg: Optional[dict] = dict(type='mmposenc.CAPE2d'), **kwargs) -> None:
+        self.encoder_pos = check_encoder_pos(encoder_pos)
+        self.peg_after_cfg = peg_after
+        self.peg_cfg = copy.deepcopy(self.default_peg_cfg) if peg_cfg is None else peg_cfg
+        self.cape_cfg = cape_cfg
+        super().__init__(*args, **kwargs)
+
+    @property
+    def encoder_uses_sine(self) -> bool:
+        return self.encoder_pos in ('sine', 'sine+peg')
+
+    @property
+    def encoder_uses_peg(self) -> bool:
+        return self.encoder_pos in ('peg', 'sine+peg', 'cape+peg')
+
+    @property
+    def encoder_uses_cape(self) -> bool:
+        return self.encoder_pos in ('cape', 'cape+peg')
+
+    @property
+    def sine_encoding(self) -> nn.Module:
+        """The host's sine encoding module."""
+        return self.positional_encoding
+
+    def install_peg_encoder(self, encoder_cfg: dict, **peg_defaults) -> None:
+        """Replace the encoder the host built from ``encoder_cfg`` by its PEG version (same
+        layers and state-dict keys, plus ``pegs``), and build the CAPE (``self.cape``, None
+        without CAPE)."""
+        peg_cls = PEG_ENCODERS.get(type(self.encoder))
+        if peg_cls is None:
+            raise TypeError(f'no PEG version of {type(self.encoder).__name__} in '
+                            f'mmposenc.models.detectors.encoder_pos.PEG_ENCODERS')
+        peg_after = self.peg_after_cfg if self.encoder_uses_peg else ()
+        self.encoder = peg_cls(**encoder_cfg, peg_after=peg_after, peg_cfg=self.peg_cfg,
+                               **peg_defaults)
+        self.cape = self._build_cape(self.encoder.embed_dims)
+
+    def _init_layers(self) -> None:
+        """The host's ``_init_layers``, then its encoder as the PEG version."""
+        encoder_cfg = copy.deepcopy(self.encoder)
+        super()._init_layers()
+        self.install_peg_encoder(encoder_cfg, **self.peg_defaults())
+
+    def peg_defaults(self) -> dict:
+        """Extra arguments of the PEG encoder (``num_levels`` for multi-level hosts)."""
+        return {}
+
+    def init_weights(self) -> None:
+        """The host's initialisation, then the PEG convolutions get their own default (the
+        hosts' xavier on every >1-dim encoder weight is not meant for a depthwise kernel)."""
+        super().init_weights()
+        for peg in self.encoder.pegs:
+            for m in peg.modules():
+                if isinstance(m, nn.Conv2d):
+                    m.reset_parameters()
+
+    def _build_cape(self, embed_dims: int) -> Optional[nn.Module]:
+        """The encoder's CAPE (``cape_cfg``, ``embed_dims`` filled in), None without CAPE."""
+        if not self.encoder_uses_cape:
+            return None
+        if not isinstance(self.cape_cfg, dict):
+            raise ValueError(f'encoder_pos={self.encoder_pos!r} needs a cape_cfg dict, got '
+                             f'{self.cape_cfg!r}')
+        cfg = dict(self.cape_cfg)
+        cfg.setdefault('embed_dims', embed_dims)
+        return MODELS.build(cfg)
+
+    def _cape_pos(self, feat: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        """CAPE of the (bs, C, h, w) map ``feat``'s grid as (bs, h*w, C) in ``feat``'s dtype;
+        ``padding_mask`` (bs, h*w) or None. Zero at padded tokens."""
+        return self.cape(
+            feat.shape[-2:], batch_size=feat.shape[0], padding_mask=padding_mask).to(feat.dtype)
+
+    def sine_pos(self, feat: Tensor, mask: Optional[Tensor]) -> Tensor:
+        """The host's sine encoding of ``feat``'s grid as (bs, h*w, C); ``mask`` (bs, h, w)
+        normalises each image over its valid extent, None over the whole map."""
+        sine = (self.sine_encoding(None, input=feat)
+                if mask is None else self.sine_encoding(mask))
+        return sine.view(feat.shape[0], feat.shape[1], -1).permute(0, 2, 1)
+
+    def level_pos(self, feat: Tensor, mask: Optional[Tensor],
+                  level_embed: Optional[Tensor] = None) -> Optional[Tensor]:
+        """Encoder positions of one level per ``encoder_pos``, (bs, h*w, C) or None.
+
+        Sine (with sine) or CAPE (with CAPE), plus ``level_embed`` (C, ) where given (with sine,
+        or without it when :attr:`use_level_embed`); None when nothing applies. The sine and
+        the level embedding are added as mmdet adds them, so ``'sine'`` is the stock sum.
+
+        Args:
+            feat (Tensor): The level's map (bs, C, h, w).
+            mask (Tensor, optional): Its padding mask (bs, h, w), True = padded.
+            level_embed (Tensor, optional): The level's embedding (C, ).
+
+        Returns:
+            Tensor | None: (bs, h*w, C).
+        """
+        pos = None
+        if self.encoder_uses_sine:
+            pos = self.sine_pos(feat, mask)
+            if level_embed is not None:
+                pos = pos + level_embed.view(1, 1, -1)
+        elif level_embed is not None and self.use_level_embed:
+            bs, _, h, w = feat.shape
+            pos = level_embed.view(1, 1, -1).to(feat.dtype).expand(bs, h * w, -1)
+        if self.encoder_uses_cape:
+            cape = self._cape_pos(feat, None if mask is None else mask.flatten(1))
+            pos = cape if pos is None else cape + pos
+        return pos
+
+    def extra_repr(self) -> str:
+        return f'encoder_pos={self.encoder_pos!r}, peg_after={self.encoder.peg_after}'
+
+
+class DetrEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
+    """The switch for DETR-like detectors (one level: DETR, Conditional-DETR, DAB-DETR).
+
+    Args:
+        decoder_pos (str): Memory positions (``key_pos``) of the decoder's cross-attention:
+            ``'sine'`` (stock; CPVT changed only the encoder) or ``'none'`` (zeros).
+            Defaults to ``'sine'``.
+        peg_cfg (dict): Defaults to ``dict(type='mmposenc.MaskedPEG', kernel_size=3)``.
+        **kwargs: Those of :class:`EncoderPosMixin` and of the host detector.
+    """
+
+    def __init__(self, *args, decoder_pos: str = 'sine', **kwargs) -> None:
+        if decoder_pos not in DECODER_POS_TYPES:
+            raise ValueError(f'decoder_pos must be one of {DECODER_POS_TYPES}, got '
+                             f'{decoder_pos!r}')
+        self.decoder_pos = decoder_pos
+        super().__init__(*args, **kwargs)
+
+    def pre_transformer(self,
+                        img_feats: Tuple[Tensor],
+                        batch_data_samples: OptSampleList = None) -> Tuple[Dict, Dict]:
+        """As mmdet's ``DETR.pre_transformer`` with the exact padding mask, plus ``hw_shape``;
+        positions per config.
+
+        The mask marks exactly the ``ceil(img_h / s) x ceil(img_w / s)`` cells each image has
+        alone (:meth:`ExactPaddingMixin.feature_padding_masks`; mmdet nearest-interpolates
+        the pixel mask, which marks one more row or column as image when the batch size is
+        not a multiple of the stride ``s``). Encoder, sine normalisation, CAPE extent and the
+        decoder's memory mask all use it. Where mmdet's mask is exact (batch sizes that are
+        multiples of the stride) ``encoder_pos='sine'`` computes exactly what mmdet computes.
+        The sine encoding is computed only when the encoder or the decoder uses it.
+        """
+        feat = img_feats[-1]
+        assert batch_data_samples is not None
+        batch_size, feat_dim = feat.shape[:2]
+        masks = self.feature_padding_masks((feat, ), batch_data_samples)
+        masks = None if masks is None else masks[0]
+        sine = None
+        if self.encoder_uses_sine or self.decoder_pos == 'sine':
+            sine = self.sine_pos(feat, masks)
+        flat = feat.view(batch_size, feat_dim, -1).permute(0, 2, 1)
+        if masks is not None:
+            masks = masks.view(batch_size, -1)
+        if self.encoder_uses_cape:
+            feat_pos = self._cape_pos(feat, masks)
+        else:
+            feat_pos = sine if self.encoder_uses_sine else None
+        memory_pos = sine if self.decoder_pos == 'sine' else None
+        encoder_inputs_dict = dict(
+            feat=flat, feat_mask=masks, feat_pos=feat_pos, hw_shape=tuple(feat.shape[-2:]))
+        decoder_inputs_dict = dict(memory_mask=masks, memory_pos=memory_pos)
+        return encoder_inputs_dict, decoder_inputs_dict
+
+    def forward_encoder(self, feat: Tensor, feat_mask: Optional[Tensor],
+                        feat_pos: Optional[Tensor],
+                        hw_shape: Optional[Sequence[int]] = None) -> Dict:
+        """As mmdet's ``DETR.forward_encoder``, passing ``hw_shape`` to the PEGs."""
+        memory = self.encoder(
+            query=feat, query_pos=feat_pos, key_padding_mask=feat_mask, hw_shape=hw_shape)
+        return dict(memory=memory)
+
+    def forward_decoder(self, query: Tensor, query_pos: Tensor, memory: Tensor,
+                        memory_mask: Optional[Tensor], memory_pos: Optional[Tensor],
+                        **kwargs) -> Dict:
+        """The host's ``forward_decoder``; ``decoder_pos='none'`` gives zero key positions.
+
+        (mmcv's attention would otherwise reuse ``query_pos`` as ``key_pos`` whenever the
+        number of queries equals the number of memory tokens.)
+        """
+        if memory_pos is None:
+            memory_pos = torch.zeros_like(memory)
+        return super().forward_decoder(query, query_pos, memory, memory_mask, memory_pos,
+                                       **kwargs)
+
+    def extra_repr(self) -> str:
+        return f'{super().extra_repr()}, decoder_pos={self.decoder_pos!r}'
+
+
+class DeformableEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
+    """The switch for Deformable-DETR-like detectors (multi-level: Deformable-DETR, DINO).
+
+    Args:
+        level_embed (bool): Without sine (``'peg'``, ``'cape'``, ``'none'``, ...), still add
+            the learnt level embedding to the encoder positions (it tells levels apart; it
+            carries no spatial position). When False the ``level_embed`` parameter stays (for
+            checkpoint compatibility) but is unused. Defaults to True.
+        peg_cfg (dict): Config of each PEG; ``share_weights=True`` shares one PEG across the
+            levels. Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
+            share_weights=False)``.
+        **kwargs: Those of :class:`EncoderPosMixin` and of the host detector.
+    """
+
+    default_peg_cfg = dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
+                           share_weights=False)
+
+    def __init__(self, *args, level_embed: bool = True, **kwargs) -> None:
+        self.use_level_embed = level_embed
+        super().__init__(*args, **kwargs)
+
+    def peg_defaults(self) -> dict:
+        return dict(num_levels=self.num_feature_levels)
+
+    def pre_transformer(self,
+                        mlvl_feats: Tuple[Tensor],
+                        batch_data_samples: OptSampleList = None) -> Tuple[Dict, Dict]:
+        """As mmdet's ``DeformableDETR.pre_transformer`` with exact padding masks; positions
+        per ``encoder_pos`` (:meth:`level_pos`).
+
+        Each level's mask marks exactly the ``ceil(img_h / s) x ceil(img_w / s)`` cells an
+        image has alone, ``s`` measured per level (stride-64 extra level included;
+        :meth:`ExactPaddingMixin.feature_padding_masks`), where mmdet nearest-interpolates
+        the pixel mask. The masks give the encoder and decoder key padding masks, the sine
+        normalisation, the CAPE extents and ``valid_ratios``. Where mmdet's masks are exact
+        (batch sizes that are multiples of every level's stride) ``encoder_pos='sine'``
+        computes exactly what mmdet computes.
+        """
+        assert batch_data_samples is not None
+        batch_size = mlvl_feats[0].size(0)
+        mlvl_masks = self.feature_padding_masks(mlvl_feats, batch_data_samples)
+        if mlvl_masks is None:
+            mlvl_masks = [None] * len(mlvl_feats)
+        feat_flatten, lvl_pos_flatten, mask_flatten, spatial_shapes = [], [], [], []
+        for lvl, (feat, mask) in enumerate(zip(mlvl_feats, mlvl_masks)):
+            c = feat.shape[1]
+            feat_flatten.append(feat.view(batch_size, c, -1).permute(0, 2, 1))
+            mask_flatten.append(mask.flatten(1) if mask is not None else None)
+            lvl_pos_flatten.append(self.level_pos(feat, mask, self.level_embed[lvl]))
+            spatial_shapes.append(torch._shape_as_tensor(feat)[2:])  # traceable (ONNX)
+        feat_flatten = torch.cat(feat_flatten, 1)
+        feat_pos = torch.cat(lvl_pos_flatten, 1) if lvl_pos_flatten[0] is not None else None
+        mask_flatten = torch.cat(mask_flatten, 1) if mlvl_masks[0] is not None else None
+        spatial_shapes = torch.stack(spatial_shapes).to(feat_flatten.device)
+        level_start_index = torch.cat((spatial_shapes.new_zeros(
+            (1, )), spatial_shapes.prod(1).cumsum(0)[:-1]))
+        if mlvl_masks[0] is not None:
+            valid_ratios = torch.stack([self.get_valid_ratio(m) for m in mlvl_masks], 1)
+        else:
+            valid_ratios = mlvl_feats[0].new_ones(batch_size, len(mlvl_feats), 2)
+        encoder_inputs_dict = dict(
+            feat=feat_flatten,
+            feat_mask=mask_flatten,
+            feat_pos=feat_pos,
+            spatial_shapes=spatial_shapes,
+            level_start_index=level_start_index,
+            valid_ratios=valid_ratios)
+        decoder_inputs_dict = dict(
+            memory_mask=mask_flatten,
+            spatial_shapes=spatial_shapes,
+            level_start_index=level_start_index,
+            valid_ratios=valid_ratios)
+        return encoder_inputs_dict, decoder_inputs_dict
+
+    def extra_repr(self) -> str:
+        return f'{super().extra_repr()}, level_embed={self.use_level_embed}'

@@ -1,0 +1,122 @@
+"""Exact padding masks for mmdet's DETR-family detectors: one mixin for all of them.
+
+mmdet's DETR, Deformable-DETR, Conditional-DETR, DAB-DETR and DINO build the feature-level
+padding mask by nearest-interpolating the pixel mask of the padded batch, which marks one row or
+column of padding as image whenever the batch size is not a multiple of the stride (see
+:mod:`mmposenc.models.utils.padding_masks`). :class:`ExactPaddingMixin` gives a detector
+
+- :meth:`~ExactPaddingMixin.feature_padding_masks`: the exact masks of any feature maps
+  (``ceil(img / stride)`` valid cells per image, stride measured per map), or None exactly when
+  mmdet would build none (ONNX export, or no image of the batch padded);
+- :meth:`~ExactPaddingMixin.extract_feat`: the backbone, then the neck with the masks of the
+  backbone maps when the neck declares ``takes_padding_masks`` (e.g.
+  :class:`~mmposenc.models.necks.MaskedChannelMapper`), else the neck as mmdet calls it. In
+  ``loss`` / ``predict`` / ``_forward`` the data samples reach it without any change to the
+  host's methods (they are wrapped, so subclasses such as DINO keep their own).
+
+A detector then builds its masks in ``pre_transformer`` with ``feature_padding_masks`` instead of
+the interpolation. Put the mixin before the mmdet class::
+
+    class PEGDINO(ExactPaddingMixin, DINO): ...
+"""
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from mmdet.structures import OptSampleList
+from torch import Tensor
+
+from mmposenc.models.utils.padding_masks import feature_padding_masks
+
+
+def padded_batch(batch_data_samples: OptSampleList) -> bool:
+    """mmdet's rule for building masks at all: some image is smaller than the batch input
+    (and no ONNX export is running)."""
+    if batch_data_samples is None or torch.onnx.is_in_onnx_export():
+        return False
+    input_h, input_w = batch_data_samples[0].batch_input_shape
+    return not all(s.img_shape[0] == input_h and s.img_shape[1] == input_w
+                   for s in batch_data_samples)
+
+
+class ExactPaddingMixin:
+    """Exact feature-level padding masks and a padding-aware neck call (see the module doc).
+
+    Examples::
+
+        class PEGDETR(ExactPaddingMixin, EncoderPosMixin, DETR):
+            def pre_transformer(self, img_feats, batch_data_samples=None):
+                masks = self.feature_padding_masks(img_feats[-1:], batch_data_samples)
+                ...  # None, or [bool (bs, h, w)]
+    """
+
+    _padding_data_samples: OptSampleList = None
+
+    def feature_padding_masks(self, feats: Sequence[Tensor],
+                              batch_data_samples: OptSampleList) -> Optional[List[Tensor]]:
+        """Bool (bs, h, w) masks of ``feats``, True = padded, one per map: each image has
+        exactly the ``ceil(img_h / s) x ceil(img_w / s)`` cells it has alone (``img_shape``
+        from its metainfo, ``s`` measured from the map and ``batch_input_shape``). None when
+        mmdet builds no mask (ONNX export, or every image fills the batch input).
+
+        Args:
+            feats (Sequence[Tensor]): Maps (bs, C, h, w) computed from the batch input.
+            batch_data_samples (list[DetDataSample]): With ``img_shape`` and
+                ``batch_input_shape`` metainfo.
+
+        Returns:
+            list[Tensor] | None: One mask per map.
+        """
+        if not padded_batch(batch_data_samples):
+            return None
+        return feature_padding_masks([s.img_shape for s in batch_data_samples],
+                                     batch_data_samples[0].batch_input_shape,
+                                     [f.shape[-2:] for f in feats], device=feats[0].device)
+
+    def extract_feat(self, batch_inputs: Tensor,
+                     batch_data_samples: OptSampleList = None) -> Tuple[Tensor]:
+        """Backbone, then neck; a neck with ``takes_padding_masks`` gets the exact masks of
+        the backbone maps (samples from the argument or from the running ``loss`` /
+        ``predict`` / ``_forward``).
+
+        Args:
+            batch_inputs (Tensor): (bs, 3, H, W).
+            batch_data_samples (list[DetDataSample], optional): Defaults to the samples of
+                the running ``loss`` / ``predict`` / ``_forward`` call.
+
+        Returns:
+            tuple[Tensor]: The neck's maps.
+        """
+        x = self.backbone(batch_inputs)
+        if not self.with_neck:
+            return x
+        if not getattr(self.neck, 'takes_padding_masks', False):
+            return self.neck(x)
+        samples = (batch_data_samples if batch_data_samples is not None else
+                   self._padding_data_samples)
+        return self.neck(x, padding_masks=self.feature_padding_masks(x, samples))
+
+    @contextmanager
+    def _samples_for_neck(self, batch_data_samples: OptSampleList) -> Iterator[None]:
+        previous = self._padding_data_samples
+        self._padding_data_samples = batch_data_samples
+        try:
+            yield
+        finally:
+            self._padding_data_samples = previous
+
+    def loss(self, batch_inputs: Tensor, batch_data_samples: OptSampleList):
+        """The host's ``loss``, its ``extract_feat`` seeing ``batch_data_samples``."""
+        with self._samples_for_neck(batch_data_samples):
+            return super().loss(batch_inputs, batch_data_samples)
+
+    def predict(self, batch_inputs: Tensor, batch_data_samples: OptSampleList,
+                rescale: bool = True):
+        """The host's ``predict``, its ``extract_feat`` seeing ``batch_data_samples``."""
+        with self._samples_for_neck(batch_data_samples):
+            return super().predict(batch_inputs, batch_data_samples, rescale=rescale)
+
+    def _forward(self, batch_inputs: Tensor, batch_data_samples: OptSampleList = None):
+        """The host's ``_forward``, its ``extract_feat`` seeing ``batch_data_samples``."""
+        with self._samples_for_neck(batch_data_samples):
+            return super()._forward(batch_inputs, batch_data_samples)

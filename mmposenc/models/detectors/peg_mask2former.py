@@ -1,0 +1,242 @@
+"""Mask2Former's pixel decoder with the encoder position switch, for mmdet and mmseg.
+
+Mask2Former's pixel decoder (mmdet's :class:`~mmdet.models.layers.MSDeformAttnPixelDecoder`, used
+by mmdet's COCO instance / panoptic configs and by mmseg's ADE20K configs) runs a
+Deformable-DETR encoder over the last three backbone levels with a hard-coded
+:class:`~mmdet.models.layers.SinePositionalEncoding` plus a level embedding.
+:class:`PEGMSDeformAttnPixelDecoder` takes the switch of
+:mod:`mmposenc.models.detectors.encoder_pos` instead (``encoder_pos``, ``peg_after``,
+``peg_cfg``, ``cape_cfg``, ``level_embed``; multi-level masked PEGs, one CAPE per level), with
+the same modules and state-dict keys as mmdet's (plus ``encoder.pegs`` with PEGs).
+
+Padding. mmdet's pixel decoder masks nothing: padded cells are image to its encoder (all-False
+masks, sine normalised over the padded map, reference points over the padded map, GroupNorm of
+the input projections over the padded map). Ours does the same unless it knows the image
+shapes: inside the ``forward`` of :class:`PaddingAwareMask2FormerHead` (mmdet) or
+:class:`PaddingAwareSegMask2FormerHead` (mmseg), mmdet's / mmseg's Mask2Former heads that hand
+each image's ``img_shape`` to the pixel decoder, its encoder gets exact padding masks
+(``ceil(img / stride)`` cells per image and level, strides from the decoder's ``strides``): the
+input projections normalise each image's valid cells alone, the attention and PEGs skip padded
+tokens, the sine / CAPE are normalised over each image's extent and the reference points and
+valid ratios are those of Deformable-DETR. The encoder memory on an image's valid tokens is then
+the same alone and in a padded batch. The rest of Mask2Former (the stride-4/8 FPN of the pixel
+decoder, the transformer decoder, the losses) sees padding as mmdet does.
+
+With no padded image in the batch (mmdet's LSJ training crops of one fixed size, mmseg's slide
+inference, ONNX export) the mask-free path is taken, and ``encoder_pos='sine'`` is then
+bit-identical to mmdet's pixel decoder. The transformer decoder's own level positions (the
+head's ``positional_encoding``) are unchanged in every mode.
+"""
+import copy
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from mmdet.models.dense_heads import Mask2FormerHead
+from mmdet.models.detectors.deformable_detr import DeformableDETR
+from mmdet.models.layers import MSDeformAttnPixelDecoder
+from torch import Tensor, nn
+
+from mmposenc.registry import MODELS
+from ..necks.masked_channel_mapper import MaskedChannelMapper
+from ..utils.padding_masks import masks_from_valid_shapes, valid_feature_shapes
+from .encoder_pos import EncoderPosMixin
+
+
+@MODELS.register_module()
+class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
+    """Mask2Former's pixel decoder with a configurable encoder position encoding.
+
+    `Masked-attention Mask Transformer for Universal Image Segmentation
+    <https://arxiv.org/abs/2112.01527>`_ with the encoder positions of `CPVT
+    <https://arxiv.org/abs/2102.10882>`_ (multi-level masked PEG) or `CAPE
+    <https://arxiv.org/abs/2106.03143>`_ (one per level). See the module doc for padding.
+
+    Args:
+        encoder_pos (str): ``'sine'`` (stock: sine + level embedding), ``'peg'``,
+            ``'sine+peg'``, ``'cape'``, ``'cape+peg'`` or ``'none'``. Defaults to ``'peg'``.
+        level_embed (bool): Without sine, still add the learnt level embedding
+            (``level_encoding``) to the encoder tokens. Defaults to True.
+        peg_after (Sequence[int]): PEG positions: ``i`` = after encoder layer ``i``, ``-1`` =
+            before the first. Defaults to ``(0, )``.
+        peg_cfg (dict, optional): Config of each PEG (``embed_dims``, ``num_levels`` filled
+            in). Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
+            share_weights=False)``.
+        cape_cfg (dict): Config of the CAPE for ``'cape'`` / ``'cape+peg'``. Defaults to
+            ``dict(type='mmposenc.CAPE2d')``.
+        *args, **kwargs: Those of :class:`mmdet.models.layers.MSDeformAttnPixelDecoder`
+            (``in_channels``, ``strides``, ``feat_channels``, ``encoder``, ...).
+
+    Examples:
+        >>> # in a config inheriting mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco.py
+        >>> model = dict(panoptic_head=dict(
+        ...     type='mmposenc.PaddingAwareMask2FormerHead',
+        ...     pixel_decoder=dict(type='mmposenc.PEGMSDeformAttnPixelDecoder',
+        ...                        encoder_pos='peg')))
+    """
+
+    default_peg_cfg = dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
+                           share_weights=False)
+
+    def __init__(self, *args, level_embed: bool = True, **kwargs) -> None:
+        self.use_level_embed = level_embed
+        encoder_cfg = copy.deepcopy(kwargs.get('encoder'))
+        if encoder_cfg is None:
+            raise ValueError('PEGMSDeformAttnPixelDecoder needs its encoder config as the '
+                             'keyword argument encoder=...')
+        super().__init__(*args, **kwargs)
+        self.install_peg_encoder(encoder_cfg, num_levels=self.num_encoder_levels)
+        self._img_shapes: Optional[List[Tuple[int, int]]] = None
+
+    @property
+    def sine_encoding(self) -> nn.Module:
+        return self.postional_encoding  # mmdet's attribute name
+
+    @contextmanager
+    def image_shapes(self, img_shapes: Sequence[Sequence[int]]) -> Iterator[None]:
+        """Within the context, ``forward`` masks the padding of images of ``img_shapes``
+        ``(h, w)`` (one per image of the batch, the part of the batch input that is image)."""
+        previous = self._img_shapes
+        self._img_shapes = [tuple(int(v) for v in s[:2]) for s in img_shapes]
+        try:
+            yield
+        finally:
+            self._img_shapes = previous
+
+    def padding_masks(self, feats: Sequence[Tensor]) -> Optional[List[Tensor]]:
+        """Exact bool (bs, h, w) masks of ``feats`` (one per input level, True = padded) for
+        the image shapes of the running :meth:`image_shapes` context; None outside it, in ONNX
+        export, or when no image is padded at any level."""
+        shapes = self._img_shapes
+        if shapes is None or torch.onnx.is_in_onnx_export():
+            return None
+        if len(shapes) != feats[0].shape[0]:
+            raise ValueError(f'{len(shapes)} image shapes for a batch of {feats[0].shape[0]}')
+        valid = [valid_feature_shapes(shapes, None, f.shape[-2:], stride=(s, s))
+                 for f, s in zip(feats, self.strides)]
+        if all(v == tuple(f.shape[-2:]) for vs, f in zip(valid, feats) for v in vs):
+            return None
+        return [masks_from_valid_shapes(v, f.shape[-2:], f.device) for v, f in zip(valid, feats)]
+
+    def forward(self, feats: List[Tensor]) -> Tuple[Tensor, List[Tensor]]:
+        """Encode the last ``num_encoder_levels`` levels, then the FPN as mmdet.
+
+        Args:
+            feats (list[Tensor]): Backbone maps (bs, in_channels[i], h_i, w_i), finest first.
+
+        Returns:
+            tuple: ``mask_feature`` (bs, out_channels, h_0, w_0) and the ``num_outs``
+            multi-scale maps (bs, feat_channels, h, w), coarsest first.
+        """
+        batch_size = feats[0].shape[0]
+        masks = self.padding_masks(feats)
+        tokens, positions, level_masks, shapes, hw_list = [], [], [], [], []
+        for i in range(self.num_encoder_levels):
+            level = self.num_input_levels - i - 1
+            feat, mask = feats[level], None if masks is None else masks[level]
+            if mask is None:
+                x = self.input_convs[i](feat)
+            else:  # GroupNorm over each image's valid cells
+                x = MaskedChannelMapper._masked_forward(self.input_convs[i], feat, mask)[0]
+            positions.append(self.level_pos(x, mask, self.level_encoding.weight[i]))
+            tokens.append(x.flatten(2).permute(0, 2, 1))
+            level_masks.append(mask)
+            shapes.append(torch._shape_as_tensor(feat)[2:].to(feat.device))  # traceable
+            hw_list.append(feat.shape[-2:])
+        spatial_shapes = torch.cat(shapes).view(-1, 2)
+        level_start_index = torch.cat((spatial_shapes.new_zeros(
+            (1, )), spatial_shapes.prod(1).cumsum(0)[:-1]))
+        if masks is None:
+            key_padding_mask = None
+            reference_points = self._grid_reference_points(feats, batch_size)
+            valid_ratios = reference_points.new_ones((batch_size, self.num_encoder_levels, 2))
+        else:
+            key_padding_mask = torch.cat([m.flatten(1) for m in level_masks], 1)
+            valid_ratios = torch.stack(
+                [DeformableDETR.get_valid_ratio(m) for m in level_masks], 1)
+            reference_points = self.encoder.get_encoder_reference_points(
+                spatial_shapes, valid_ratios, device=feats[0].device)
+        query_pos = torch.cat(positions, 1) if positions[0] is not None else None
+        memory = self.encoder(
+            query=torch.cat(tokens, 1),
+            query_pos=query_pos,
+            key_padding_mask=key_padding_mask,
+            spatial_shapes=spatial_shapes,
+            reference_points=reference_points,
+            level_start_index=level_start_index,
+            valid_ratios=valid_ratios)
+        memory = memory.permute(0, 2, 1)
+        num_tokens = [s[0] * s[1] for s in shapes]
+        outs = [
+            m.reshape(batch_size, -1, s[0], s[1])
+            for m, s in zip(torch.split(memory, num_tokens, dim=-1), shapes)
+        ]
+        for i in range(self.num_input_levels - self.num_encoder_levels - 1, -1, -1):
+            lateral = self.lateral_convs[i](feats[i])
+            y = lateral + F.interpolate(
+                outs[-1], size=lateral.shape[-2:], mode='bilinear', align_corners=False)
+            outs.append(self.output_convs[i](y))
+        return self.mask_feature(outs[-1]), outs[:self.num_outs]
+
+    def _grid_reference_points(self, feats: Sequence[Tensor], batch_size: int) -> Tensor:
+        """mmdet's reference points: cell centres of each encoder level over its whole map,
+        (bs, num_tokens, num_levels, 2) normalised to [0, 1]."""
+        points = []
+        for i in range(self.num_encoder_levels):
+            level = self.num_input_levels - i - 1
+            feat = feats[level]
+            centres = self.point_generator.single_level_grid_priors(
+                feat.shape[-2:], level, device=feat.device)
+            wh = torch._shape_as_tensor(feat)[2:].to(feat.device).unsqueeze(0).flip(dims=[0, 1])
+            points.append(centres / (wh * self.strides[level]))
+        points = torch.cat(points, 0)
+        return points[None, :, None].repeat(batch_size, 1, self.num_encoder_levels, 1)
+
+    def extra_repr(self) -> str:
+        return f'{super().extra_repr()}, level_embed={self.use_level_embed}'
+
+
+class PixelDecoderShapesMixin:
+    """Hands each image's ``img_shape`` to a pixel decoder that can mask padding (one with
+    ``image_shapes``, e.g. :class:`PEGMSDeformAttnPixelDecoder`) for the duration of the head's
+    ``forward``; other pixel decoders run as the host calls them."""
+
+    def forward(self, x: Sequence[Tensor], batch_data_samples) -> Tuple:
+        decoder = self.pixel_decoder
+        if not hasattr(decoder, 'image_shapes'):
+            return super().forward(x, batch_data_samples)
+        with decoder.image_shapes([s.metainfo['img_shape'] for s in batch_data_samples]):
+            return super().forward(x, batch_data_samples)
+
+
+@MODELS.register_module()
+class PaddingAwareMask2FormerHead(PixelDecoderShapesMixin, Mask2FormerHead):
+    """mmdet's :class:`~mmdet.models.dense_heads.Mask2FormerHead` whose pixel decoder masks the
+    padding of each image (with :class:`PEGMSDeformAttnPixelDecoder`; arguments and state dict
+    are mmdet's).
+
+    Examples:
+        >>> # in a config inheriting mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco.py
+        >>> model = dict(panoptic_head=dict(type='mmposenc.PaddingAwareMask2FormerHead'))
+    """
+
+
+try:
+    from mmseg.models.decode_heads import Mask2FormerHead as SegMask2FormerHead
+except ImportError:  # mmseg is optional for the detectors
+    SegMask2FormerHead = None
+
+if SegMask2FormerHead is not None:
+
+    @MODELS.register_module()
+    class PaddingAwareSegMask2FormerHead(PixelDecoderShapesMixin, SegMask2FormerHead):
+        """mmseg's :class:`~mmseg.models.decode_heads.Mask2FormerHead` whose pixel decoder
+        masks the padding of each image (with :class:`PEGMSDeformAttnPixelDecoder`; arguments
+        and state dict are mmseg's).
+
+        Examples:
+            >>> # in a config inheriting
+            >>> # mmseg::mask2former/mask2former_r50_8xb2-160k_ade20k-512x512.py
+            >>> model = dict(decode_head=dict(type='mmposenc.PaddingAwareSegMask2FormerHead'))
+        """

@@ -1,0 +1,15 @@
+"""The position-encoding zoo: every class here is a
+:class:`~mmposenc.models.layers.BasePositionEncoding` that plugs into
+:class:`~mmposenc.models.layers.PEMultiheadAttention` / ``PEViT`` via ``pos_encoding=dict(type=...)``.
+``peg_encoding`` and ``peripheral_encoding`` wrap the generators of ``..generators`` for the zoo."""
+from .base import BasePositionEncoding  # noqa: F401
+from .none import NoPositionEncoding  # noqa: F401
+from .learnable_abs import LearnableAbsolutePE  # noqa: F401
+from .sincos import SinCos2dPE  # noqa: F401
+from .rope2d import RoPE2d  # noqa: F401
+from .rel_pos_bias import RelativePositionBias2d  # noqa: F401
+from .cope import CoPE  # noqa: F401
+from .cape import CAPE1d, CAPE2d  # noqa: F401
+from .sape2 import SaPE2  # noqa: F401
+from .peg_encoding import PEGPositionEncoding  # noqa: F401
+from .peripheral_encoding import PeripheralPE  # noqa: F401

@@ -1,0 +1,90 @@
+"""Learnable absolute position embedding, resized bicubically to other grids."""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mmposenc.registry import MODELS
+from .base import BasePositionEncoding
+
+
+def resize_grid_embed(pos_embed: torch.Tensor, src_shape: Sequence[int],
+                      dst_shape: Sequence[int], mode: str = 'bicubic') -> torch.Tensor:
+    """Resize a grid of embeddings ``(1, Hs*Ws, C)`` to ``(1, Hd*Wd, C)``.
+
+    The identity (the same tensor) when the shapes agree.
+    """
+    src_shape, dst_shape = tuple(int(s) for s in src_shape), tuple(int(s) for s in dst_shape)
+    if src_shape == dst_shape:
+        return pos_embed
+    C = pos_embed.shape[-1]
+    grid = pos_embed.reshape(1, *src_shape, C).permute(0, 3, 1, 2)
+    align = False if mode in ('bilinear', 'bicubic') else None
+    grid = F.interpolate(grid, size=dst_shape, mode=mode, align_corners=align)
+    return grid.flatten(2).transpose(1, 2)
+
+
+@MODELS.register_module()
+class LearnableAbsolutePE(BasePositionEncoding):
+    """Learnable absolute position embedding of `ViT <https://arxiv.org/abs/2010.11929>`_.
+
+    One embedding per patch of a ``grid_size`` grid (and per extra token) is added to the
+    tokens; on another grid the patch embeddings are resized with ``interpolate_mode``
+    (bicubic, as in DeiT/mmpretrain) while the extra-token embeddings are kept.
+
+    Args:
+        embed_dims (int): Token channels.
+        num_heads (int): Unused (interface). Defaults to 1.
+        num_layers (int): Unused (interface). Defaults to 1.
+        num_extra_tokens (int): Leading extra tokens with their own embedding.
+            Defaults to 0.
+        grid_size (Sequence[int] | int): The trained grid ``(H, W)``. Defaults to 14.
+        interpolate_mode (str): Mode of ``F.interpolate``. Defaults to 'bicubic'.
+        init_cfg (dict, optional): Initialization config. Defaults to None (truncated
+            normal, std 0.02).
+
+    Examples:
+        >>> import torch
+        >>> pe = LearnableAbsolutePE(16, num_extra_tokens=1, grid_size=(4, 4))
+        >>> pe.add_to_tokens(torch.rand(2, 1 + 6 * 5, 16), (6, 5)).shape
+        torch.Size([2, 31, 16])
+    """
+
+    hooks = ('add_to_tokens', )
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int = 1,
+                 num_layers: int = 1,
+                 num_extra_tokens: int = 0,
+                 grid_size=14,
+                 interpolate_mode: str = 'bicubic',
+                 init_cfg: Optional[dict] = None):
+        super().__init__(embed_dims, num_heads, num_layers, num_extra_tokens, init_cfg)
+        if isinstance(grid_size, int):
+            grid_size = (grid_size, grid_size)
+        if len(grid_size) != 2 or min(grid_size) < 1:
+            raise ValueError(f'grid_size must be an int or (H, W) >= 1, got {grid_size!r}')
+        self.grid_size = tuple(int(g) for g in grid_size)
+        self.interpolate_mode = interpolate_mode
+        n = num_extra_tokens + self.grid_size[0] * self.grid_size[1]
+        self.pos_embed = nn.Parameter(torch.zeros(1, n, embed_dims))
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+
+    def init_weights(self):
+        if self.init_cfg is not None:
+            super().init_weights()
+        else:
+            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+
+    def add_to_tokens(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
+        self.check_grid(x, hw_shape)
+        e = self.num_extra_tokens
+        patch = resize_grid_embed(self.pos_embed[:, e:], self.grid_size, hw_shape,
+                                  self.interpolate_mode)
+        return x + torch.cat((self.pos_embed[:, :e], patch), dim=1)
+
+    def extra_repr(self) -> str:
+        return (super().extra_repr() + f', grid_size={self.grid_size}, '
+                f'interpolate_mode={self.interpolate_mode!r}')

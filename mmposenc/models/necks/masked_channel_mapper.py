@@ -1,0 +1,175 @@
+"""mmdet's ``ChannelMapper`` made exact for padded batches (GroupNorm over valid positions)."""
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from mmcv.cnn import ConvModule
+from mmengine.model import BaseModule
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from mmposenc.registry import MODELS
+from ..utils.padding_masks import conv_padding_masks, valid_shapes_of_masks
+
+
+def masked_group_norm(x: Tensor, norm: nn.GroupNorm, padding_mask: Tensor) -> Tensor:
+    """GroupNorm with each image's statistics taken over its valid positions only.
+
+    Args:
+        x (Tensor): Maps (bs, C, h, w).
+        norm (nn.GroupNorm): Provides ``num_groups``, ``eps`` and the affine parameters.
+        padding_mask (Tensor): Bool (bs, h, w), True at padded positions; each image's valid
+            positions a top-left rectangle (as all padding masks of mmdet's detectors).
+
+    Returns:
+        Tensor: (bs, C, h, w): on each image's valid rectangle, ``norm`` of that rectangle
+        alone (the same kernel on the same values); zero on the padding.
+
+    Examples:
+        >>> gn = nn.GroupNorm(2, 4)
+        >>> x, mask = torch.randn(1, 4, 3, 5), torch.ones(1, 3, 5, dtype=torch.bool)
+        >>> mask[:, :2, :4] = False
+        >>> out = masked_group_norm(x, gn, mask)
+        >>> torch.equal(out[..., :2, :4], gn(x[..., :2, :4])), bool((out[..., 2:, :] == 0).all())
+        (True, True)
+    """
+    out = x.new_zeros(x.shape)
+    for i, (h, w) in enumerate(valid_shapes_of_masks(padding_mask).tolist()):
+        out[i, :, :h, :w] = F.group_norm(x[i:i + 1, :, :h, :w], norm.num_groups, norm.weight,
+                                         norm.bias, norm.eps)[0]
+    return out
+
+
+@MODELS.register_module()
+class MaskedChannelMapper(BaseModule):
+    """mmdet's ``ChannelMapper`` whose outputs on an image's valid positions do not depend on
+    the other images of a padded batch.
+
+    Same modules, arguments and state-dict keys as :class:`mmdet.models.necks.ChannelMapper`
+    (a convolution + norm + activation per input, extra stride-2 3x3 levels on the last input),
+    so checkpoints of either load into the other. ``forward`` also takes the padding mask of
+    each input map; with masks:
+
+    - padded positions are zeroed before every convolution wider than 1x1 (an image alone is
+      zero-padded there by the convolution itself), in particular before the extra stride-2
+      level, which otherwise convolves the backbone's responses to the padding into the
+      image's border;
+    - GroupNorm normalises each image's valid rectangle on its own (:func:`masked_group_norm`:
+      torch's kernel on the crop), not with statistics pooled over the padded area;
+    - padded positions of every output are zero.
+
+    The masks of the extra levels follow from the convolution arithmetic (the cells the same
+    convolution gives on the image alone). Without masks (no padded image, ONNX export) it
+    runs mmdet's computation unchanged. Only GroupNorm (and no norm) is made exact: a
+    BatchNorm in training mode pools over the batch anyway.
+
+    Args:
+        in_channels (list[int]): Channels of each input map.
+        out_channels (int): Channels of every output map.
+        kernel_size (int): Kernel of the per-input convolutions. Defaults to 3.
+        conv_cfg (dict, optional): Convolution config. Defaults to None.
+        norm_cfg (dict, optional): Norm config, e.g. ``dict(type='GN', num_groups=32)``.
+            Defaults to None.
+        act_cfg (dict, optional): Activation config. Defaults to ``dict(type='ReLU')``.
+        bias (bool | str): As in ``ConvModule``. Defaults to ``'auto'``.
+        num_outs (int, optional): Outputs; more than ``len(in_channels)`` adds extra levels.
+            Defaults to ``len(in_channels)``.
+        init_cfg (dict, optional): Defaults to xavier-uniform convolutions (mmdet's default).
+
+    Examples:
+        >>> neck = MaskedChannelMapper([16, 32], 8, kernel_size=1, act_cfg=None,
+        ...                            norm_cfg=dict(type='GN', num_groups=4), num_outs=3)
+        >>> feats = (torch.rand(2, 16, 10, 12), torch.rand(2, 32, 5, 6))
+        >>> masks = [torch.zeros(2, 10, 12, dtype=torch.bool),
+        ...          torch.zeros(2, 5, 6, dtype=torch.bool)]
+        >>> masks[0][1, 7:], masks[1][1, 4:] = True, True  # image 1: 7 x 12 and 4 x 6 cells
+        >>> [tuple(o.shape) for o in neck(feats, padding_masks=masks)]
+        [(2, 8, 10, 12), (2, 8, 5, 6), (2, 8, 3, 3)]
+    """
+
+    def __init__(self,
+                 in_channels: List[int],
+                 out_channels: int,
+                 kernel_size: int = 3,
+                 conv_cfg: Optional[dict] = None,
+                 norm_cfg: Optional[dict] = None,
+                 act_cfg: Optional[dict] = dict(type='ReLU'),
+                 bias: Union[bool, str] = 'auto',
+                 num_outs: Optional[int] = None,
+                 init_cfg: Optional[dict] = dict(
+                     type='Xavier', layer='Conv2d', distribution='uniform')) -> None:
+        super().__init__(init_cfg=init_cfg)
+        if not isinstance(in_channels, (list, tuple)) or not in_channels:
+            raise ValueError(f'in_channels must be a non-empty list, got {in_channels!r}')
+        num_outs = len(in_channels) if num_outs is None else num_outs
+        if num_outs < len(in_channels):
+            raise ValueError(f'num_outs ({num_outs}) must be >= len(in_channels) '
+                             f'({len(in_channels)})')
+        common = dict(conv_cfg=conv_cfg, norm_cfg=norm_cfg, act_cfg=act_cfg, bias=bias)
+        self.convs = nn.ModuleList(
+            ConvModule(c, out_channels, kernel_size, padding=(kernel_size - 1) // 2, **common)
+            for c in in_channels)
+        self.extra_convs = None
+        if num_outs > len(in_channels):
+            self.extra_convs = nn.ModuleList(
+                ConvModule(in_channels[-1] if i == 0 else out_channels, out_channels, 3,
+                           stride=2, padding=1, **common)
+                for i in range(num_outs - len(in_channels)))
+        #: :class:`~mmposenc.models.detectors.ExactPaddingMixin` passes padding masks to
+        #: necks that declare this
+        self.takes_padding_masks = True
+
+    @staticmethod
+    def _masked_forward(module: ConvModule, x: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
+        """One ConvModule on masked maps; returns the output and its mask."""
+        conv = module.conv
+        if any(k > 1 for k in conv.kernel_size):  # a 1x1 conv does not mix positions
+            x = x.masked_fill(mask[:, None], 0)
+        x = conv(x)
+        out_mask = conv_padding_masks(mask, x.shape[-2:], conv.kernel_size, conv.stride,
+                                      conv.padding, conv.dilation)
+        if module.with_norm:
+            if isinstance(module.norm, nn.GroupNorm):
+                x = masked_group_norm(x, module.norm, out_mask)
+            else:
+                x = module.norm(x)
+        if module.with_activation:
+            x = module.activate(x)
+        return x.masked_fill(out_mask[:, None], 0), out_mask
+
+    def forward(self, inputs: Sequence[Tensor],
+                padding_masks: Optional[Sequence[Tensor]] = None) -> Tuple[Tensor]:
+        """Map every input to ``out_channels``; add the extra levels.
+
+        Args:
+            inputs (Sequence[Tensor]): Maps (bs, in_channels[i], h_i, w_i).
+            padding_masks (Sequence[Tensor], optional): Bool (bs, h_i, w_i) per input, True
+                at padded cells (e.g. from
+                :func:`~mmposenc.models.utils.feature_padding_masks`). None: no padding.
+
+        Returns:
+            tuple[Tensor]: ``num_outs`` maps (bs, out_channels, h, w).
+        """
+        if len(inputs) != len(self.convs):
+            raise ValueError(f'expected {len(self.convs)} input maps, got {len(inputs)}')
+        if padding_masks is None:  # mmdet's ChannelMapper
+            outs = [conv(x) for conv, x in zip(self.convs, inputs)]
+            if self.extra_convs:
+                source = inputs[-1]
+                for conv in self.extra_convs:
+                    outs.append(conv(source))
+                    source = outs[-1]
+            return tuple(outs)
+        if len(padding_masks) != len(inputs) or any(
+                tuple(m.shape) != (x.shape[0], ) + tuple(x.shape[-2:])
+                for m, x in zip(padding_masks, inputs)):
+            raise ValueError('padding_masks must hold one (bs, h, w) mask per input map, got '
+                             f'{[tuple(m.shape) for m in padding_masks]} for maps '
+                             f'{[tuple(x.shape) for x in inputs]}')
+        outs = [self._masked_forward(conv, x, m)[0]
+                for conv, x, m in zip(self.convs, inputs, padding_masks)]
+        if self.extra_convs:
+            source, mask = inputs[-1], padding_masks[-1]
+            for conv in self.extra_convs:
+                source, mask = self._masked_forward(conv, source, mask)
+                outs.append(source)
+        return tuple(outs)

@@ -1,0 +1,124 @@
+"""Study 5 of docs/reproductions.md: PerViT Table 1 (a) vs (b) and Table A3 at CPU scale.
+
+One small :class:`mmposenc.models.PerViT` on Fashion-MNIST per variant: the position-based
+attention Phi_p absent (MHSA, Table 1 (b) / A3 "absent") or present, trained or fixed at its
+initialisation, with the peripheral, convolutional or random initialisation (Table 5 top,
+Table A3). The C-stem is shortened to two stride-2 convolutions so that a 28 x 28 image gives
+7 x 7 tokens; everything else (CPE, MPA, the four stages) is PerViT's. Several seeds,
+mean ± std, paired differences against the paper's PerViT (peripheral, trained).
+
+Example (the run in docs/reproductions.md; two processes share the work)::
+
+    OMP_NUM_THREADS=1 python tools/experiments/pervit_phi_p.py \\
+        --out-dir docs/reproductions/pervit_phi_p \\
+        --variants absent peripheral-trained conv-trained rand-trained
+    OMP_NUM_THREADS=1 python tools/experiments/pervit_phi_p.py \\
+        --out-dir docs/reproductions/pervit_phi_p \\
+        --variants peripheral-fixed conv-fixed rand-fixed
+    python tools/experiments/pervit_phi_p.py --out-dir docs/reproductions/pervit_phi_p \\
+        --report-only
+"""
+import argparse
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+import fmnist_study as fs  # noqa: E402
+
+#: name -> (PerViT keyword arguments, label, paper's PerViT-T ImageNet top-1)
+VARIANTS = {
+    'absent': (dict(with_phi_p=False), 'Φp absent (MHSA)', 77.3),
+    'peripheral-trained': (dict(ppe_init='peripheral'), 'peripheral, trained', 78.8),
+    'conv-trained': (dict(ppe_init='conv'), 'conv, trained', 78.6),
+    'rand-trained': (dict(ppe_init='rand'), 'rand, trained', 78.5),
+    'peripheral-fixed': (dict(ppe_init='peripheral', freeze_phi_p=True),
+                         'peripheral, fixed', 77.8),
+    'conv-fixed': (dict(ppe_init='conv', freeze_phi_p=True), 'conv, fixed', 77.1),
+    'rand-fixed': (dict(ppe_init='rand', freeze_phi_p=True), 'rand, fixed', 75.8),
+}
+REF = 'peripheral-trained'
+
+#: (claim, variant, reference, paper's difference in ImageNet top-1 points)
+COMPARISONS = [
+    ('Table 1 (a) vs (b): Φp helps', 'peripheral-trained', 'absent', 78.8 - 77.3),
+    ('Table 5 / A3: peripheral > conv init (trained)', 'peripheral-trained', 'conv-trained',
+     78.8 - 78.6),
+    ('Table 5 / A3: peripheral > rand init (trained)', 'peripheral-trained', 'rand-trained',
+     78.8 - 78.5),
+    ('Table A3: trained > fixed (peripheral)', 'peripheral-trained', 'peripheral-fixed',
+     78.8 - 77.8),
+    ('Table A3: trained > fixed (conv)', 'conv-trained', 'conv-fixed', 78.6 - 77.1),
+    ('Table A3: trained > fixed (rand)', 'rand-trained', 'rand-fixed', 78.5 - 75.8),
+    ('Table A3: fixed peripheral > absent', 'peripheral-fixed', 'absent', 77.8 - 77.3),
+    ('Table A3: fixed conv < absent', 'conv-fixed', 'absent', 77.1 - 77.3),
+    ('Table A3: fixed rand < absent', 'rand-fixed', 'absent', 75.8 - 77.3),
+]
+
+
+def build_builders(args):
+    from mmposenc.models.backbones import PerViT
+    d = args.embed_dims
+    arch = dict(embed_dims=[d, d, d, d], depths=list(args.depths), num_heads=args.heads,
+                stem_channels=[d // 2, d], drop_path_rate=0.)
+
+    def make(variant):
+        def build(seed):
+            net = PerViT(arch=arch, in_channels=1, mlp_ratio=args.mlp_ratio,
+                         **VARIANTS[variant][0])
+            net.init_weights()
+            return fs.Classifier(net, net.out_channels[-1])
+        return build
+
+    return {v: make(v) for v in VARIANTS}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    fs.add_common_args(p, list(VARIANTS), train_size=8000, test_size=2000, epochs=3,
+                       batch_size=64, lr=2e-3, eval_res=[28],
+                       out_dir='work_dirs/reproductions/pervit_phi_p')
+    p.add_argument('--embed-dims', type=int, default=48)
+    p.add_argument('--depths', type=int, nargs=4, default=[1, 1, 1, 1])
+    p.add_argument('--heads', type=int, default=4)
+    p.add_argument('--mlp-ratio', type=float, default=2.)
+    args = p.parse_args(argv)
+    if args.quick:
+        fs.apply_quick(args, embed_dims=16, depths=[1, 1, 1, 1], heads=2)
+    return args
+
+
+def model_info(args) -> dict:
+    return dict(backbone='PerViT', embed_dims=args.embed_dims, depths=list(args.depths),
+                heads=args.heads, mlp_ratio=args.mlp_ratio,
+                stem_channels=[args.embed_dims // 2, args.embed_dims])
+
+
+def report(runs, args) -> str:
+    if not runs:
+        return '(no runs)'
+    labels = {k: v[1] for k, v in VARIANTS.items()}
+    rec = next(iter(runs.values()))[0]
+    m, st = rec['model_info'], rec['settings']
+    fs.plot_bars(runs, osp.join(args.out_dir, 'pervit_phi_p.png'), labels=labels,
+                 title=(f'Fashion-MNIST ({st["train_size"]} train imgs, {st["epochs"]} epochs), '
+                        f'\nPerViT dims {m["embed_dims"]}, depths {m["depths"]}, 7x7 tokens'))
+    text = '\n\n'.join([
+        fs.variant_table(runs, {k: (v[1], v[2]) for k, v in VARIANTS.items()},
+                         'paper top-1 (PerViT-T, ImageNet)'),
+        fs.comparison_table(runs, COMPARISONS, 'paper (PerViT-T, ImageNet)'),
+        fs.summary_line(runs)]) + '\n'
+    with open(osp.join(args.out_dir, 'pervit_phi_p.md'), 'w') as f:
+        f.write(text)
+    return text
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    fs.run_study(build_builders(args), args, 'pervit', model_info=model_info(args))
+    runs = fs.load_runs(args.out_dir, list(VARIANTS))
+    print(report(runs, args))
+    return runs
+
+
+if __name__ == '__main__':
+    main()
