@@ -183,6 +183,33 @@ def test_every_paper_number_of_a_readme_row_reaches_the_metafile():
                         folder, configs, h, cell, got)
 
 
+def test_every_metric_column_of_a_config_row_is_a_result_column():
+    """A column whose header names a metric (box AP, mIoU, PQ, ...) and that holds a plain
+    number in a row linking a config is a "paper" or "reproduced" column, so its number reaches
+    the metafile (a "PQ (mmdet model zoo)" column once kept Mask2Former's PQ out of it)."""
+    unread = []
+    for path in _metafiles():
+        folder = osp.basename(osp.dirname(path))
+        for header, cells in _readme_rows(folder):
+            if not any(re.search(r'\]\((?:\./)?[^)/\s]+\.py\)', c) for c in cells):
+                continue
+            for h, cell in zip(header, cells):
+                if sync.header_metrics(h) and _plain_numbers(cell) and \
+                        sync.column_role(h) not in ('paper', 'reproduced'):
+                    unread.append((folder, h, cell))
+    assert unread == []
+
+
+def test_panoptic_pq_reaches_the_metafile():
+    meta = _load(osp.join(CONFIGS, 'peg_mask2former', 'metafile.yml'))
+    (model, ) = [m for m in meta['Models']
+                 if m['Name'] == 'mask2former-sine_r50_8xb2-lsj-50e_coco-panoptic']
+    tasks = {r['Task']: r['Metrics'] for r in model['Results']}
+    # mmdet 3.3 configs/mask2former/metafile.yml, mask2former_r50_8xb2-lsj-50e_coco-panoptic
+    assert tasks == {'Panoptic Segmentation': {'PQ': 52.0}, 'Object Detection': {'box AP': 44.5},
+                     'Instance Segmentation': {'mask AP': 41.8}}
+
+
 # ------------------------------------------------------------------ the parser, on its own -----
 README = """# Some method
 
@@ -295,6 +322,7 @@ def test_header_without_metric_falls_back_on_the_config_name():
     assert sync.default_metrics('x_1xb128-400e_cifar100.py') == ['Top 1 Accuracy']
     assert sync.header_metrics('box AP (paper, Table 4)') == ['box AP']
     assert sync.header_metrics('paper') == []
+    assert sync.header_metrics('published PQ (mmdet, paper recipe)') == ['PQ']
     assert sync.header_dataset('paper top-1 CIFAR-100') == 'CIFAR-100'
     assert sync.header_dataset('paper top-1 CIFAR-10') == 'CIFAR-10'
     assert sync.header_dataset('box AP (paper, Table 4)') is None

@@ -131,9 +131,10 @@ CONVERTED = {
 
 #: (regex on a lower-cased column header, metric name), in the order they may appear.
 METRICS = [(r'top-?\s?1', 'Top 1 Accuracy'), (r'\bbox ap\b', 'box AP'),
-           (r'\bmask ap\b', 'mask AP'), (r'\bmiou\b', 'mIoU')]
+           (r'\bmask ap\b', 'mask AP'), (r'\bmiou\b', 'mIoU'), (r'\bpq\b', 'PQ')]
 TASKS = {'Top 1 Accuracy': 'Image Classification', 'box AP': 'Object Detection',
-         'mask AP': 'Instance Segmentation', 'mIoU': 'Semantic Segmentation'}
+         'mask AP': 'Instance Segmentation', 'mIoU': 'Semantic Segmentation',
+         'PQ': 'Panoptic Segmentation'}
 #: dataset token of an OpenMMLab config name (``..._coco.py``, ``..._ade20k-512x512.py``)
 DATASETS = {'in1k': 'ImageNet-1k', 'cifar10': 'CIFAR-10', 'cifar100': 'CIFAR-100',
             'coco': 'COCO', 'ade20k': 'ADE20K', 'shapes': 'shapes_coco (synthetic)',
