@@ -130,5 +130,8 @@ def test_sape2_setting_and_recipe(path):
     sape = [p for p in pes if p.type.endswith('SaPE2')]
     if 'sape2' in name:
         assert len(sape) == 1 and sape[0].mode == name.split('sape2-')[1][0]
+        # the README: a position sums at most one line of gates, so M >= the 8-patch line
+        # length means nothing is clamped on the CIFAR grid
+        assert sape[0].max_pos >= bb.img_size // bb.patch_size == 8
     else:
         assert not sape

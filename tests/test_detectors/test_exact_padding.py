@@ -118,6 +118,31 @@ def test_image_alone_equals_image_in_a_padded_batch(packed, kind, type_, encoder
     assert scores <= 1e-5 and boxes <= 1e-3, (scores, boxes)  # boxes in pixels
 
 
+@pytest.mark.parametrize('encoder_pos', ENCODER_POS)
+@pytest.mark.parametrize('kind,type_', [('detr', 'mmposenc.PEGDETR'),
+                                        ('deformable', 'mmposenc.PEGDeformableDETR')])
+def test_alone_equals_batched_with_pad_size_divisor_32(packed, kind, type_, encoder_pos):
+    """The masks hold whatever ``pad_size_divisor`` is: with 32 the image alone is padded to
+    192 x 256 and the batch to 416 x 416, a multiple of 32 but not of the extra level's 64,
+    where a nearest-interpolated mask gives the image 4 rows instead of ceil(190 / 64) = 3."""
+    model = make_model(kind, type_, encoder_pos)
+    model.data_preprocessor.pad_size_divisor = 32
+    data = model.data_preprocessor(
+        dict(inputs=[p['inputs'] for p in packed],
+             data_samples=[copy.deepcopy(p['data_samples']) for p in packed]), False)
+    assert tuple(data['data_samples'][0].batch_input_shape) == (416, 416)
+    if kind == 'deformable':
+        with torch.no_grad():
+            feats = model.extract_feat(data['inputs'], data['data_samples'])
+            masks = model.feature_padding_masks(feats, data['data_samples'])
+        assert tuple(feats[-1].shape[-2:]) == (7, 7)  # the extra stride-64 level
+        valid = (~masks[-1][0]).any(1).sum().item(), (~masks[-1][0]).any(0).sum().item()
+        assert valid == (-(-190 // 64), -(-253 // 64)) == (3, 4)
+    memory, scores, boxes = alone_vs_batched(model, packed)
+    assert memory <= 1e-5, memory
+    assert scores <= 1e-5 and boxes <= 1e-3, (scores, boxes)
+
+
 def test_the_comparison_fails_with_mmdet_masks_and_neck(packed):
     """The same harness on mmdet's DETR and Deformable-DETR (nearest-interpolated masks,
     ChannelMapper), and on ours with mmdet's ChannelMapper: the image in the batch differs."""
