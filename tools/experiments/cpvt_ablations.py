@@ -16,7 +16,6 @@ Example (the run in docs/reproductions.md; two processes share the work)::
     python tools/experiments/cpvt_ablations.py \\
         --out-dir docs/reproductions/cpvt_ablations --report-only
 """
-import argparse
 import os.path as osp
 import sys
 
@@ -51,62 +50,41 @@ COMPARISONS = [
 def build_builders(args):
     from mmposenc.models.backbones import CPVT
 
-    def make(variant):
-        def build(seed):
-            kw = dict(VARIANTS[variant][0])
-            kw = {k: tuple(p for p in v if p < args.depth) if k == 'peg_positions' else v
-                  for k, v in kw.items()}
-            net = CPVT(
-                arch=dict(embed_dims=args.embed_dims, num_layers=args.depth,
-                          num_heads=args.heads,
-                          feedforward_channels=args.mlp_ratio * args.embed_dims),
-                img_size=args.train_res, patch_size=args.patch_size, in_channels=1, **kw)
-            net.init_weights()
-            return fs.Classifier(net, args.embed_dims)
-        return build
+    def build(kw):
+        kw = {k: tuple(p for p in v if p < args.depth) if k == 'peg_positions' else v
+              for k, v in kw.items()}
+        net = CPVT(
+            arch=dict(embed_dims=args.embed_dims, num_layers=args.depth, num_heads=args.heads,
+                      feedforward_channels=args.mlp_ratio * args.embed_dims),
+            img_size=args.train_res, patch_size=args.patch_size, in_channels=1, **kw)
+        net.init_weights()
+        return fs.Classifier(net, args.embed_dims)
 
-    return {v: make(v) for v in VARIANTS}
+    return fs.variant_builders(VARIANTS, build)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    fs.add_common_args(p, list(VARIANTS), train_size=8000, test_size=2000, epochs=3,
-                       batch_size=64, lr=2e-3, eval_res=[20, 28, 36, 44],
-                       out_dir='work_dirs/reproductions/cpvt_ablations')
+    p = fs.study_parser(__doc__, VARIANTS, eval_res=[20, 28, 36, 44],
+                        out_dir='work_dirs/reproductions/cpvt_ablations')
     fs.add_vit_args(p, depth=6, embed_dims=48, heads=3)
-    args = p.parse_args(argv)
-    if args.quick:
-        fs.apply_quick(args, embed_dims=16, depth=2, heads=2, eval_res=[20, 28])
-    return args
+    return fs.parse_study_args(p, argv, embed_dims=16, depth=2, heads=2, eval_res=[20, 28])
 
 
 def report(runs, args) -> str:
-    if not runs:
-        return '(no runs)'
-    labels = {k: v[1] for k, v in VARIANTS.items()}
-    rec = next(iter(runs.values()))[0]
-    m, st = rec['model_info'], rec['settings']
-    fs.plot_bars(runs, osp.join(args.out_dir, 'cpvt_ablations.png'), labels=labels,
-                 title=(f'Fashion-MNIST ({st["train_size"]} train imgs, {st["epochs"]} epochs), '
-                        f'\nCPVT {m["depth"]} layers, dim {m["embed_dims"]}, patch '
-                        f'{m["patch_size"]}, at {st["train_res"]} px'))
-    text = '\n\n'.join([
-        fs.variant_table(runs, {k: (v[1], v[2]) for k, v in VARIANTS.items()},
-                         'paper top-1 (ImageNet, DeiT-tiny / CPVT-Ti)'),
-        fs.comparison_table(runs, COMPARISONS, 'paper (ImageNet, tiny)', off_train=True),
-        'Other resolutions (whole test image resized, no fine-tuning):\n\n' +
-        fs.resolution_table(runs, labels=labels), fs.summary_line(runs)]) + '\n'
-    with open(osp.join(args.out_dir, 'cpvt_ablations.md'), 'w') as f:
-        f.write(text)
-    return text
+    labels = fs.variant_labels(VARIANTS)
+    return fs.standard_report(
+        runs, args.out_dir, 'cpvt_ablations', labels,
+        '\n' + fs.VIT_TITLE + ', at {st[train_res]} px',
+        fs.paper_tables(runs, VARIANTS, 'paper top-1 (ImageNet, DeiT-tiny / CPVT-Ti)',
+                        COMPARISONS, 'paper (ImageNet, tiny)', off_train=True) +
+        ['Other resolutions (whole test image resized, no fine-tuning):\n\n' +
+         fs.resolution_table(runs, labels=labels)])
 
 
 def main(argv=None):
     args = parse_args(argv)
-    fs.run_study(build_builders(args), args, 'cpvt', model_info=fs.vit_info(args, backbone='CPVT'))
-    runs = fs.load_runs(args.out_dir, list(VARIANTS))
-    print(report(runs, args))
-    return runs
+    return fs.run_and_report(build_builders(args), args, report, 'cpvt',
+                             model_info=fs.vit_info(args, backbone='CPVT'))
 
 
 if __name__ == '__main__':

@@ -236,9 +236,10 @@ def count_params(model: nn.Module, trainable_only: bool = False) -> int:
 
 
 # ----------------------------------------------------------------------------- runs
-def add_common_args(p: argparse.ArgumentParser, variants: Sequence[str], *, train_size: int,
-                    test_size: int, epochs: int, batch_size: int, lr: float,
-                    eval_res: Sequence[int], out_dir: str) -> argparse.ArgumentParser:
+def add_common_args(p: argparse.ArgumentParser, variants: Sequence[str], *,
+                    eval_res: Sequence[int], out_dir: str, train_size: int = 8000,
+                    test_size: int = 2000, epochs: int = 3, batch_size: int = 64,
+                    lr: float = 2e-3) -> argparse.ArgumentParser:
     """Arguments every study script takes (the study's defaults are passed in)."""
     p.add_argument('--data-root', default=DEFAULT_ROOT)
     p.add_argument('--out-dir', default=out_dir)
@@ -266,6 +267,22 @@ def add_common_args(p: argparse.ArgumentParser, variants: Sequence[str], *, trai
     return p
 
 
+def study_parser(doc: str, variants: Sequence[str], **defaults) -> argparse.ArgumentParser:
+    """A parser described by the first line of the study's ``doc`` with
+    :func:`add_common_args` (``defaults``: its keyword arguments)."""
+    return add_common_args(argparse.ArgumentParser(description=doc.split('\n')[0]),
+                           list(variants), **defaults)
+
+
+def parse_study_args(p: argparse.ArgumentParser, argv=None, **quick_overrides):
+    """Parse ``argv``; with ``--quick`` also :func:`apply_quick` (``quick_overrides``: the
+    study's tiny model)."""
+    args = p.parse_args(argv)
+    if args.quick:
+        apply_quick(args, **quick_overrides)
+    return args
+
+
 def apply_quick(args, **model_overrides) -> None:
     """Shrink everything for ``--quick`` (the study passes its own model overrides)."""
     args.train_size, args.test_size, args.epochs, args.batch_size = 40, 20, 1, 20
@@ -291,6 +308,30 @@ def quiet_mmengine() -> None:
         MMLogger.get_current_instance().setLevel(logging.WARNING)
     except Exception:  # noqa: BLE001 (an mmengine without a current logger: nothing to do)
         pass
+
+
+def variant_builders(variants: Dict[str, tuple], build: Callable[[object], nn.Module]
+                     ) -> Dict[str, Callable[[int], nn.Module]]:
+    """The ``builders`` of :func:`run_study`: variant -> ``seed -> build(config)``, where
+    ``config`` is the first item of the variant's tuple in ``variants`` (the seed is set
+    before the call, so builders do not use it)."""
+    return {v: (lambda seed, cfg=spec[0]: build(cfg)) for v, spec in variants.items()}
+
+
+def run_and_report(builders: Dict[str, Callable[[int], nn.Module]], args,
+                   report: Callable[[Dict[str, List[dict]], object], str],
+                   log_name: str = 'study', model_info: Optional[dict] = None
+                   ) -> Dict[str, List[dict]]:
+    """A study's ``main``: :func:`run_study`, then ``report`` (printed) of the stored runs of
+    every variant of ``builders``, not only of the selected ones.
+
+    Returns:
+        dict: variant -> list of run records, as :func:`load_runs`.
+    """
+    run_study(builders, args, log_name, model_info=model_info)
+    runs = load_runs(args.out_dir, list(builders))  # everything stored so far
+    print(report(runs, args))
+    return runs
 
 
 def run_path(out_dir: str, variant: str, seed: int) -> str:
@@ -439,12 +480,13 @@ def summary_line(runs: Dict[str, List[dict]]) -> str:
 def variant_table(runs: Dict[str, List[dict]], info: Dict[str, tuple], paper_header: str
                   ) -> str:
     """Markdown: variant (label), the paper's number, parameters (trainable), seeds and
-    top-1 at the training resolution (mean ± std). ``info``: variant -> (label, paper)."""
+    top-1 at the training resolution (mean ± std). ``info``: variant -> a tuple ending in
+    (label, paper), such as a study's ``VARIANTS``."""
     lines = [f'| variant | {paper_header} | params (trainable) | seeds | top-1 at train res. |',
              '|---|---|---|---|---|']
     for v, recs in runs.items():
         res = recs[0]['settings']['train_res']
-        label, paper = info[v]
+        label, paper = info[v][-2:]
         lines.append(f'| {label} | {paper} | {recs[0]["params"]:,} '
                      f'({recs[0]["trainable_params"]:,}) | {len(recs)} | '
                      f'{fmt([r["acc"][res] for r in recs])} |')
@@ -474,6 +516,15 @@ def comparison_table(runs: Dict[str, List[dict]], comparisons: Sequence[tuple],
             row += f' {fmt(d)} | {verdict(d, paper)} |'
         lines.append(row)
     return '\n'.join(lines)
+
+
+def paper_tables(runs: Dict[str, List[dict]], variants: Dict[str, tuple], paper_header: str,
+                 comparisons: Sequence[tuple], diff_header: str, off_train: bool = False
+                 ) -> List[str]:
+    """:func:`variant_table` (``variants``: name -> (config, label, paper)) and
+    :func:`comparison_table` of a study, as two markdown blocks."""
+    return [variant_table(runs, variants, paper_header),
+            comparison_table(runs, comparisons, diff_header, off_train=off_train)]
 
 
 def resolution_table(runs: Dict[str, List[dict]], ref: Optional[str] = None,
@@ -556,3 +607,51 @@ def plot_bars(runs: Dict[str, List[dict]], path: str, title: str, res='train',
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- reports
+#: :func:`standard_report` title text of a plain ViT (:func:`vit_info`) study
+VIT_TITLE = '{m[backbone]} {m[depth]} layers, dim {m[embed_dims]}, patch {m[patch_size]}'
+
+
+def variant_labels(variants: Dict[str, tuple]) -> Dict[str, str]:
+    """variant -> label, from a study's ``VARIANTS`` (name -> (config, label[, paper]))."""
+    return {k: v[1] for k, v in variants.items()}
+
+
+def standard_report(runs: Dict[str, List[dict]], out_dir: str, name: str,
+                    labels: Dict[str, str], title: str, sections: Sequence[str],
+                    plot: Callable = plot_bars) -> str:
+    """Write a study's plot ``<out_dir>/<name>.png`` and its markdown ``<name>.md``: the
+    ``sections`` and :func:`summary_line`, separated by blank lines.
+
+    Args:
+        runs (dict): variant -> run records, as :func:`load_runs`.
+        out_dir (str): Where the two files go.
+        name (str): Their name without the extension.
+        labels (dict): variant -> label in the plot.
+        title (str): The plot title after the data description ``'Fashion-MNIST (N
+            train imgs, E epochs), '``; a :meth:`str.format` template of ``m`` (the
+            first run's ``model_info``) and ``st`` (its ``settings``), e.g.
+            ``'\\n' + VIT_TITLE``.
+        sections (Sequence[str]): Markdown blocks (tables) before the summary line.
+        plot (callable): :func:`plot_bars` or :func:`plot_resolution`.
+
+    Returns:
+        str: The markdown, or ``'(no runs)'`` (nothing written) without runs.
+
+    Examples:
+        >>> standard_report({}, '/tmp', 'study', {}, VIT_TITLE, [])
+        '(no runs)'
+    """
+    if not runs:
+        return '(no runs)'
+    rec = next(iter(runs.values()))[0]
+    m, st = rec['model_info'], rec['settings']
+    plot(runs, osp.join(out_dir, f'{name}.png'), labels=labels,
+         title=(f'Fashion-MNIST ({st["train_size"]} train imgs, {st["epochs"]} epochs), ' +
+                title.format(m=m, st=st)))
+    text = '\n\n'.join(list(sections) + [summary_line(runs)]) + '\n'
+    with open(osp.join(out_dir, f'{name}.md'), 'w') as f:
+        f.write(text)
+    return text

@@ -18,7 +18,6 @@ Example (the run in docs/reproductions.md; two processes share the work)::
     python tools/experiments/pervit_phi_p.py --out-dir docs/reproductions/pervit_phi_p \\
         --report-only
 """
-import argparse
 import os.path as osp
 import sys
 
@@ -61,30 +60,22 @@ def build_builders(args):
     arch = dict(embed_dims=[d, d, d, d], depths=list(args.depths), num_heads=args.heads,
                 stem_channels=[d // 2, d], drop_path_rate=0.)
 
-    def make(variant):
-        def build(seed):
-            net = PerViT(arch=arch, in_channels=1, mlp_ratio=args.mlp_ratio,
-                         **VARIANTS[variant][0])
-            net.init_weights()
-            return fs.Classifier(net, net.out_channels[-1])
-        return build
+    def build(kw):
+        net = PerViT(arch=arch, in_channels=1, mlp_ratio=args.mlp_ratio, **kw)
+        net.init_weights()
+        return fs.Classifier(net, net.out_channels[-1])
 
-    return {v: make(v) for v in VARIANTS}
+    return fs.variant_builders(VARIANTS, build)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    fs.add_common_args(p, list(VARIANTS), train_size=8000, test_size=2000, epochs=3,
-                       batch_size=64, lr=2e-3, eval_res=[28],
-                       out_dir='work_dirs/reproductions/pervit_phi_p')
+    p = fs.study_parser(__doc__, VARIANTS, eval_res=[28],
+                        out_dir='work_dirs/reproductions/pervit_phi_p')
     p.add_argument('--embed-dims', type=int, default=48)
     p.add_argument('--depths', type=int, nargs=4, default=[1, 1, 1, 1])
     p.add_argument('--heads', type=int, default=4)
     p.add_argument('--mlp-ratio', type=float, default=2.)
-    args = p.parse_args(argv)
-    if args.quick:
-        fs.apply_quick(args, embed_dims=16, depths=[1, 1, 1, 1], heads=2)
-    return args
+    return fs.parse_study_args(p, argv, embed_dims=16, depths=[1, 1, 1, 1], heads=2)
 
 
 def model_info(args) -> dict:
@@ -94,30 +85,17 @@ def model_info(args) -> dict:
 
 
 def report(runs, args) -> str:
-    if not runs:
-        return '(no runs)'
-    labels = {k: v[1] for k, v in VARIANTS.items()}
-    rec = next(iter(runs.values()))[0]
-    m, st = rec['model_info'], rec['settings']
-    fs.plot_bars(runs, osp.join(args.out_dir, 'pervit_phi_p.png'), labels=labels,
-                 title=(f'Fashion-MNIST ({st["train_size"]} train imgs, {st["epochs"]} epochs), '
-                        f'\nPerViT dims {m["embed_dims"]}, depths {m["depths"]}, 7x7 tokens'))
-    text = '\n\n'.join([
-        fs.variant_table(runs, {k: (v[1], v[2]) for k, v in VARIANTS.items()},
-                         'paper top-1 (PerViT-T, ImageNet)'),
-        fs.comparison_table(runs, COMPARISONS, 'paper (PerViT-T, ImageNet)'),
-        fs.summary_line(runs)]) + '\n'
-    with open(osp.join(args.out_dir, 'pervit_phi_p.md'), 'w') as f:
-        f.write(text)
-    return text
+    return fs.standard_report(
+        runs, args.out_dir, 'pervit_phi_p', fs.variant_labels(VARIANTS),
+        '\nPerViT dims {m[embed_dims]}, depths {m[depths]}, 7x7 tokens',
+        fs.paper_tables(runs, VARIANTS, 'paper top-1 (PerViT-T, ImageNet)', COMPARISONS,
+                        'paper (PerViT-T, ImageNet)'))
 
 
 def main(argv=None):
     args = parse_args(argv)
-    fs.run_study(build_builders(args), args, 'pervit', model_info=model_info(args))
-    runs = fs.load_runs(args.out_dir, list(VARIANTS))
-    print(report(runs, args))
-    return runs
+    return fs.run_and_report(build_builders(args), args, report, 'pervit',
+                             model_info=model_info(args))
 
 
 if __name__ == '__main__':

@@ -14,7 +14,6 @@ Example (the run in docs/reproductions.md; two processes share the work)::
     python tools/experiments/resolution_generalization.py \\
         --out-dir docs/reproductions/resolution --report-only
 """
-import argparse
 import os.path as osp
 import sys
 
@@ -77,48 +76,31 @@ COMPARISONS = [
 
 
 def build_builders(args):
-    return {v: (lambda seed, v=v: fs.build_pevit(ENCODINGS[v][0], args)) for v in ENCODINGS}
+    return fs.variant_builders(ENCODINGS, lambda pe: fs.build_pevit(pe, args))
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    fs.add_common_args(p, list(ENCODINGS), train_size=8000, test_size=2000, epochs=3,
-                       batch_size=64, lr=2e-3, eval_res=[20, 28, 36, 44, 56],
-                       out_dir='work_dirs/reproductions/resolution')
+    p = fs.study_parser(__doc__, ENCODINGS, eval_res=[20, 28, 36, 44, 56],
+                        out_dir='work_dirs/reproductions/resolution')
     fs.add_vit_args(p, depth=4)
-    args = p.parse_args(argv)
-    if args.quick:
-        fs.apply_quick(args, embed_dims=16, depth=1, heads=2, eval_res=[20, 28, 36])
-    return args
+    return fs.parse_study_args(p, argv, embed_dims=16, depth=1, heads=2,
+                               eval_res=[20, 28, 36])
 
 
 def report(runs, args) -> str:
-    labels = {k: v[1] for k, v in ENCODINGS.items()}
-    table = fs.resolution_table(runs, ref=REF, labels=labels)
-    if not runs:
-        return table
-    rec = next(iter(runs.values()))[0]
-    m, st = rec['model_info'], rec['settings']
-    fs.plot_resolution(
-        runs, osp.join(args.out_dir, 'resolution.png'), labels=labels,
-        title=(f'Fashion-MNIST ({st["train_size"]} train imgs, {st["epochs"]} epochs), PEViT '
-               f'{m["depth"]} layers, dim {m["embed_dims"]}, patch {m["patch_size"]},\n'
-               f'trained at {st["train_res"]} px, no fine-tuning'))
-    text = '\n\n'.join([
-        table, fs.comparison_table(runs, COMPARISONS, 'paper (ImageNet)'),
-        fs.summary_line(runs)]) + '\n'
-    with open(osp.join(args.out_dir, 'resolution.md'), 'w') as f:
-        f.write(text)
-    return text
+    labels = fs.variant_labels(ENCODINGS)
+    return fs.standard_report(
+        runs, args.out_dir, 'resolution', labels,
+        fs.VIT_TITLE + ',\ntrained at {st[train_res]} px, no fine-tuning',
+        [fs.resolution_table(runs, ref=REF, labels=labels),
+         fs.comparison_table(runs, COMPARISONS, 'paper (ImageNet)')],
+        plot=fs.plot_resolution)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    fs.run_study(build_builders(args), args, 'resolution',
-                 model_info=fs.vit_info(args, head='cls_token'))
-    runs = fs.load_runs(args.out_dir, list(ENCODINGS))  # everything stored so far
-    print(report(runs, args))
-    return runs
+    return fs.run_and_report(build_builders(args), args, report, 'resolution',
+                             model_info=fs.vit_info(args, head='cls_token'))
 
 
 if __name__ == '__main__':

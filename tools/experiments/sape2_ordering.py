@@ -13,7 +13,6 @@ Example (the run in docs/reproductions.md; two processes share the work)::
         --out-dir docs/reproductions/sape2 --variants sape2-k sape2-q+ape sape2-k+ape
     python tools/experiments/sape2_ordering.py --out-dir docs/reproductions/sape2 --report-only
 """
-import argparse
 import os.path as osp
 import sys
 
@@ -46,47 +45,28 @@ COMPARISONS = [
 
 
 def build_builders(args):
-    return {v: (lambda seed, v=v: fs.build_pevit(VARIANTS[v][0], args)) for v in VARIANTS}
+    return fs.variant_builders(VARIANTS, lambda pe: fs.build_pevit(pe, args))
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    fs.add_common_args(p, list(VARIANTS), train_size=8000, test_size=2000, epochs=3,
-                       batch_size=64, lr=2e-3, eval_res=[28],
-                       out_dir='work_dirs/reproductions/sape2')
+    p = fs.study_parser(__doc__, VARIANTS, eval_res=[28],
+                        out_dir='work_dirs/reproductions/sape2')
     fs.add_vit_args(p, depth=4)
-    args = p.parse_args(argv)
-    if args.quick:
-        fs.apply_quick(args, embed_dims=16, depth=1, heads=2)
-    return args
+    return fs.parse_study_args(p, argv, embed_dims=16, depth=1, heads=2)
 
 
 def report(runs, args) -> str:
-    if not runs:
-        return '(no runs)'
-    labels = {k: v[1] for k, v in VARIANTS.items()}
-    rec = next(iter(runs.values()))[0]
-    m, st = rec['model_info'], rec['settings']
-    fs.plot_bars(runs, osp.join(args.out_dir, 'sape2.png'), labels=labels,
-                 title=(f'Fashion-MNIST ({st["train_size"]} train imgs, {st["epochs"]} epochs), '
-                        f'\nPEViT {m["depth"]} layers, dim {m["embed_dims"]}, patch '
-                        f'{m["patch_size"]}, at {st["train_res"]} px'))
-    text = '\n\n'.join([
-        fs.variant_table(runs, {k: (v[1], v[2]) for k, v in VARIANTS.items()},
-                         'paper top-1 (CIFAR-10, ViT-S/4)'),
-        fs.comparison_table(runs, COMPARISONS, 'paper (CIFAR-10)'),
-        fs.summary_line(runs)]) + '\n'
-    with open(osp.join(args.out_dir, 'sape2.md'), 'w') as f:
-        f.write(text)
-    return text
+    return fs.standard_report(
+        runs, args.out_dir, 'sape2', fs.variant_labels(VARIANTS),
+        '\n' + fs.VIT_TITLE + ', at {st[train_res]} px',
+        fs.paper_tables(runs, VARIANTS, 'paper top-1 (CIFAR-10, ViT-S/4)', COMPARISONS,
+                        'paper (CIFAR-10)'))
 
 
 def main(argv=None):
     args = parse_args(argv)
-    fs.run_study(build_builders(args), args, 'sape2', model_info=fs.vit_info(args))
-    runs = fs.load_runs(args.out_dir, list(VARIANTS))
-    print(report(runs, args))
-    return runs
+    return fs.run_and_report(build_builders(args), args, report, 'sape2',
+                             model_info=fs.vit_info(args))
 
 
 if __name__ == '__main__':
