@@ -4,7 +4,7 @@ import torch
 
 from mmposenc.models.layers import (CoPE, LearnableAbsolutePE, NoPositionEncoding,
                                     PEMultiheadAttention, RelativePositionBias2d, RoPE2d,
-                                    SinCos2dPE)
+                                    SaPE2, SinCos2dPE)
 from mmposenc.models.layers.encodings.cope import cope_positions, interpolate_integer_positions
 from mmposenc.models.layers.encodings.learnable_abs import resize_grid_embed
 from mmposenc.models.layers.encodings.rel_pos_bias import clipped_relative_index
@@ -116,3 +116,43 @@ def test_wrong_token_count_is_a_clear_error():
     with pytest.raises(ValueError, match=r'1 \+ 3 \* 4 = 13'):
         LearnableAbsolutePE(8, num_extra_tokens=1, grid_size=4).add_to_tokens(
             torch.zeros(1, 12, 8), (3, 4))
+
+
+@pytest.mark.parametrize('cls,kwargs,tables', [
+    (LearnableAbsolutePE, dict(grid_size=(3, 3)), ('pos_embed', )),
+    (RelativePositionBias2d, dict(max_distance=2), ('bias_table', )),
+    (CoPE, dict(npos_max=8), ('pos_embed_past', 'pos_embed_future')),
+    (SaPE2, dict(max_pos=4), ('pos_embed_x', 'pos_embed_y')),
+])
+def test_learnable_tables_init(tmp_path, cls, kwargs, tables):
+    """The shared ``trunc_normal_tables`` init: construction and ``init_weights`` draw the
+    named tables in that order from a truncated normal (std 0.02); an ``init_cfg`` is
+    followed instead of redrawing."""
+
+    def drawn(seed):
+        torch.manual_seed(seed)
+        return [torch.nn.init.trunc_normal_(torch.empty_like(getattr(pe, t)), std=0.02)
+                for t in tables]
+
+    torch.manual_seed(0)
+    pe = cls(16, num_heads=2, num_layers=2, **kwargs)
+    assert pe.trunc_normal_tables == tables
+    assert sorted(dict(pe.named_parameters())) == sorted(tables)  # every table listed
+    for t, ref in zip(tables, drawn(0)):
+        torch.testing.assert_close(getattr(pe, t).data, ref, rtol=0, atol=0)
+    # init_weights without init_cfg: a fresh draw of every table, in the same order
+    with torch.no_grad():
+        for t in tables:
+            getattr(pe, t).fill_(3.)
+    torch.manual_seed(1)
+    pe.init_weights()
+    for t, ref in zip(tables, drawn(1)):
+        torch.testing.assert_close(getattr(pe, t).data, ref, rtol=0, atol=0)
+    # with an init_cfg (here a checkpoint) mmengine's init runs and nothing is redrawn
+    ckpt = str(tmp_path / 'pe.pth')
+    torch.save({k: torch.full_like(v, 0.5) for k, v in pe.state_dict().items()}, ckpt)
+    loaded = cls(16, num_heads=2, num_layers=2, **kwargs,
+                 init_cfg=dict(type='Pretrained', checkpoint=ckpt))
+    loaded.init_weights()
+    assert all(bool((p == 0.5).all()) for p in loaded.parameters())
+

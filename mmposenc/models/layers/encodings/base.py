@@ -20,6 +20,7 @@ logits. Token tensors are laid out as ``(B, num_extra_tokens + H * W, C)`` with 
 from typing import Optional, Sequence, Tuple
 
 import torch
+import torch.nn as nn
 from mmengine.model import BaseModule
 
 HOOKS = ('add_to_tokens', 'layer_hook', 'transform_qk', 'attn_bias')
@@ -46,6 +47,9 @@ class BasePositionEncoding(BaseModule):
 
     #: names of the hooks this encoding overrides
     hooks: Tuple[str, ...] = ()
+    #: names of the learnable tables (parameters) drawn from a truncated normal
+    #: (std 0.02) by :meth:`init_tables`, in this order
+    trunc_normal_tables: Tuple[str, ...] = ()
 
     def __init__(self,
                  embed_dims: int,
@@ -95,6 +99,21 @@ class BasePositionEncoding(BaseModule):
         the ``head_dims ** -0.5`` scaling.
         """
         return None
+
+    # ------------------------------------------------------------ parameters
+    def init_tables(self):
+        """Draw every parameter named in ``trunc_normal_tables`` from a truncated normal
+        (std 0.02). Subclasses call it once their tables exist."""
+        for name in self.trunc_normal_tables:
+            nn.init.trunc_normal_(getattr(self, name), std=0.02)
+
+    def init_weights(self):
+        """Without an ``init_cfg``, :meth:`init_tables` when the encoding has
+        ``trunc_normal_tables``; otherwise mmengine's ``BaseModule.init_weights``."""
+        if self.init_cfg is None and self.trunc_normal_tables:
+            self.init_tables()
+        else:
+            super().init_weights()
 
     # ---------------------------------------------------------------- helpers
     def split_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

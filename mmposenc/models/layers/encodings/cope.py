@@ -82,6 +82,7 @@ class CoPE(BasePositionEncoding):
     """
 
     hooks = ('attn_bias', )
+    trunc_normal_tables = ('pos_embed_past', 'pos_embed_future')
 
     def __init__(self,
                  embed_dims: int,
@@ -97,17 +98,7 @@ class CoPE(BasePositionEncoding):
         shape = (num_layers, npos_max, self.head_dims)
         self.pos_embed_past = nn.Parameter(torch.zeros(shape))
         self.pos_embed_future = nn.Parameter(torch.zeros(shape))
-        self._init_embeddings()
-
-    def _init_embeddings(self):
-        nn.init.trunc_normal_(self.pos_embed_past, std=0.02)
-        nn.init.trunc_normal_(self.pos_embed_future, std=0.02)
-
-    def init_weights(self):
-        if self.init_cfg is not None:
-            super().init_weights()
-        else:
-            self._init_embeddings()
+        self.init_tables()
 
     def attn_bias(self, q: torch.Tensor, k: torch.Tensor, hw_shape: Sequence[int],
                   layer_idx: int) -> torch.Tensor:

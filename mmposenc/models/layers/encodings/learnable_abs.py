@@ -52,6 +52,7 @@ class LearnableAbsolutePE(BasePositionEncoding):
     """
 
     hooks = ('add_to_tokens', )
+    trunc_normal_tables = ('pos_embed', )
 
     def __init__(self,
                  embed_dims: int,
@@ -70,13 +71,7 @@ class LearnableAbsolutePE(BasePositionEncoding):
         self.interpolate_mode = interpolate_mode
         n = num_extra_tokens + self.grid_size[0] * self.grid_size[1]
         self.pos_embed = nn.Parameter(torch.zeros(1, n, embed_dims))
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
-
-    def init_weights(self):
-        if self.init_cfg is not None:
-            super().init_weights()
-        else:
-            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        self.init_tables()
 
     def add_to_tokens(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
         self.check_grid(x, hw_shape)

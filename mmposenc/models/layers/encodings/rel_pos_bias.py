@@ -54,6 +54,7 @@ class RelativePositionBias2d(BasePositionEncoding):
     """
 
     hooks = ('attn_bias', )
+    trunc_normal_tables = ('bias_table', )
 
     def __init__(self,
                  embed_dims: int,
@@ -68,13 +69,7 @@ class RelativePositionBias2d(BasePositionEncoding):
         self.max_distance = max_distance
         self.bias_table = nn.Parameter(
             torch.zeros(num_layers, (2 * max_distance + 1)**2, num_heads))
-        nn.init.trunc_normal_(self.bias_table, std=0.02)
-
-    def init_weights(self):
-        if self.init_cfg is not None:
-            super().init_weights()
-        else:
-            nn.init.trunc_normal_(self.bias_table, std=0.02)
+        self.init_tables()
 
     def attn_bias(self, q: torch.Tensor, k: torch.Tensor, hw_shape: Sequence[int],
                   layer_idx: int) -> torch.Tensor:

@@ -120,6 +120,7 @@ class SaPE2(BasePositionEncoding):
     """
 
     hooks = ('attn_bias', )
+    trunc_normal_tables = ('pos_embed_x', 'pos_embed_y')
 
     def __init__(self,
                  embed_dims: int,
@@ -141,17 +142,7 @@ class SaPE2(BasePositionEncoding):
         shape = (num_layers, max_pos + 1, self.head_dims)
         self.pos_embed_x = nn.Parameter(torch.zeros(shape))
         self.pos_embed_y = nn.Parameter(torch.zeros(shape))
-        self._init_embeddings()
-
-    def _init_embeddings(self):
-        nn.init.trunc_normal_(self.pos_embed_x, std=0.02)
-        nn.init.trunc_normal_(self.pos_embed_y, std=0.02)
-
-    def init_weights(self):
-        if self.init_cfg is not None:
-            super().init_weights()
-        else:
-            self._init_embeddings()
+        self.init_tables()
 
     def sape2_vectors(self, q: torch.Tensor, k: torch.Tensor, hw_shape: Sequence[int],
                       layer_idx: int) -> Tuple[torch.Tensor, torch.Tensor]:
