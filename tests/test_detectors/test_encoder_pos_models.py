@@ -162,6 +162,19 @@ def test_specs_cover_every_peg_capable_model():
     assert registered == {n.split('@')[0] for n in SPECS}, registered
 
 
+def test_maskformer_pixel_decoder_is_not_covered_as_the_readme_says():
+    """configs/peg_mask2former/README.md states that MaskFormer's pixel decoder has no version
+    with the switch; a registered one must come with a README update (and a SPECS entry)."""
+    from mmdet.models.layers import TransformerEncoderPixelDecoder
+
+    from conftest import REPO_ROOT
+    from mmposenc.registry import MODELS
+    covered = [n for n, cls in MODELS.module_dict.items()
+               if issubclass(cls, TransformerEncoderPixelDecoder)]
+    readme = open(osp.join(REPO_ROOT, 'configs', 'peg_mask2former', 'README.md')).read()
+    assert covered == [] and 'Not covered: MaskFormer' in readme
+
+
 @pytest.mark.parametrize('shapes', [MULTIPLES, SAME], ids=['padded', 'no-mask'])
 @pytest.mark.parametrize('name', NAMES)
 def test_sine_is_bit_identical_to_stock(name, shapes):
