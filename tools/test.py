@@ -7,7 +7,9 @@ The metrics are those of the config's ``test_evaluator`` (CocoMetric, IoUMetric,
 
 ``--tta`` tests with the config's test-time augmentation, as mmpretrain's test tool does: its
 ``tta_model`` wraps the model (``module``) and its ``tta_pipeline`` becomes the test pipeline
-(e.g. the CAPE UniViT config: views at r - 32, r, r + 32, each resized from the source image).
+(e.g. the CAPE configs: views at r - 32, r, r + 32, each resized from the source image). A
+config without them ends the tool with a one-line ``MissingTTAConfigError`` that names the
+missing keys and the configs of :data:`TTA_CONFIGS`.
 
 The checkpoint must fit the config's model: a missing, unexpected or resized weight (say, a
 PEG-DETR checkpoint with the sine config) is an error naming the keys, since mmengine's own
@@ -90,16 +92,32 @@ def checkpoint_fit_hook(filename, allow_partial=False):
     return CheckpointFitHook()
 
 
-def apply_tta(cfg):
+#: Shipped configs with test-time augmentation (``tta_model`` and ``tta_pipeline``), named by
+#: the error of ``--tta`` on a config without them (a test checks that each has both).
+TTA_CONFIGS = ('configs/cape/vit-base-p16_cape_16xb64_in1k.py',
+               'configs/cape/vit-base-p16_cape-univit_16xb64_in1k.py')
+
+
+class MissingTTAConfigError(ValueError):
+    """``--tta`` on a config without ``tta_model`` or ``tta_pipeline``."""
+
+
+def apply_tta(cfg, path='the config'):
     """Wrap ``cfg.model`` in ``cfg.tta_model`` and test on ``cfg.tta_pipeline``.
 
     Raises:
-        ValueError: the config has no ``tta_model`` or no ``tta_pipeline``.
+        MissingTTAConfigError: the config has no ``tta_model`` or no ``tta_pipeline`` (the
+            message names the missing keys and configs that have both).
     """
     from mmengine.config import ConfigDict
-    missing = [k for k in ('tta_model', 'tta_pipeline') if k not in cfg]
+    missing = [k for k in ('tta_model', 'tta_pipeline') if cfg.get(k, None) is None]
     if missing:
-        raise ValueError(f'--tta needs {" and ".join(missing)} in the config')
+        what = ('neither tta_model nor tta_pipeline' if len(missing) == 2 else
+                f'no {missing[0]}')
+        raise MissingTTAConfigError(
+            f'--tta needs tta_model and tta_pipeline in the config, and {path} has {what}; '
+            f'configs with test-time augmentation: {", ".join(TTA_CONFIGS)} (or test '
+            'without --tta)')
     cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
     cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
 
@@ -113,7 +131,7 @@ def main(argv=None):
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     cfg.load_from = args.checkpoint
     if args.tta:
-        apply_tta(cfg)
+        apply_tta(cfg, args.config)
     if args.out is not None:
         if not args.out.endswith(('.pkl', '.pickle')):
             raise ValueError(f'--out must be a .pkl file, got {args.out}')
@@ -134,5 +152,5 @@ if __name__ == '__main__':
     try:
         main()
     except (FileNotFoundError, InvalidCheckpointError, UnsafeCheckpointError,
-            CheckpointMismatchError, UnknownTypeError) as err:
+            CheckpointMismatchError, UnknownTypeError, MissingTTAConfigError) as err:
         raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback

@@ -5,7 +5,8 @@
 # source image at that size (a 320 batch is not an upsampled 224 crop). Rest of the recipe:
 # the CAPE ViT config (DeiT-B).
 # Evaluation: the plain test pipeline at 224; `tools/test.py --tta` averages the logits of the
-# views at 192, 224 and 256 (CAPE Sec. 5.1.3, Table 1), each resized from the source image.
+# views at 192, 224 and 256 (CAPE Sec. 5.1.3, Table 1), each resized from the source image
+# (tta_model and tta_pipeline of the CAPE ViT config).
 _base_ = ['vit-base-p16_cape_16xb64_in1k.py']
 
 custom_imports = dict(imports=['mmposenc.models', 'mmposenc.datasets'],
@@ -21,22 +22,3 @@ train_dataloader = dict(
         _delete_=True,
         type='mmposenc.RandomResolutionDataset',  # sets RandomResizedCrop to that size
         dataset={{_base_.train_dataloader.dataset}}))
-
-# Resolution TTA: r - 32, r, r + 32 with r = 224; every view is ResizeEdge + CenterCrop of
-# the source image at the DeiT test ratio 224 / 256 (the paper does not give its crop).
-tta_model = dict(type='mmposenc.ResolutionTTAClassifier')
-tta_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(
-        type='TestTimeAug',
-        transforms=[
-            [
-                dict(type='Compose', transforms=[
-                    dict(type='ResizeEdge', scale=int(s * 256 / 224), edge='short',
-                         backend='pillow', interpolation='bicubic'),
-                    dict(type='CenterCrop', crop_size=s),
-                ]) for s in (192, 224, 256)
-            ],
-            [dict(type='PackInputs')],
-        ]),
-]

@@ -37,3 +37,24 @@ optim_wrapper = dict(
             '.cls_token': dict(decay_mult=0.0),
             '.extra_embed': dict(decay_mult=0.0),  # CAPE2d's class-token embedding
         }))
+
+# Resolution TTA (CAPE Sec. 5.1.3; Table 1 reports it for CAPE and UniViT; the UniViT and abspos
+# configs inherit it), run by `tools/test.py --tta`: the mean logits of the views at r - 32, r,
+# r + 32 with r = 224; every view is ResizeEdge + CenterCrop of the source image at the DeiT
+# test ratio 224 / 256 (the paper does not give its crop).
+tta_model = dict(type='mmposenc.ResolutionTTAClassifier')
+tta_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(
+        type='TestTimeAug',
+        transforms=[
+            [
+                dict(type='Compose', transforms=[
+                    dict(type='ResizeEdge', scale=int(s * 256 / 224), edge='short',
+                         backend='pillow', interpolation='bicubic'),
+                    dict(type='CenterCrop', crop_size=s),
+                ]) for s in (192, 224, 256)
+            ],
+            [dict(type='PackInputs')],
+        ]),
+]

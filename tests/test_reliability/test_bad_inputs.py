@@ -528,6 +528,35 @@ def _test_tool_mismatch(tmp_path):
         f'test_evaluator.ann_file={root}annotations/instances_train2017.json')
 
 
+def _loadable_checkpoint(tmp_path):
+    torch.save({'state_dict': {}, 'meta': {}}, tmp_path / 'model.pth')
+    return str(tmp_path / 'model.pth')
+
+
+@case('test-tool-tta-config-without-tta', RuntimeError,
+      r'^MissingTTAConfigError: --tta needs tta_model and tta_pipeline in the config, and '
+      r'configs/cpvt/cpvt-tiny_4xb256_in1k\.py has neither tta_model nor tta_pipeline; '
+      r'configs with test-time augmentation: configs/cape/vit-base-p16_cape_16xb64_in1k\.py')
+def _test_tool_tta_missing(tmp_path):
+    """--tta on a config without test-time augmentation (mmengine would only fail with a
+    traceback; the tool used to end in an uncaught ValueError)."""
+    return _tool_error('tools/test.py', 'configs/cpvt/cpvt-tiny_4xb256_in1k.py',
+                       _loadable_checkpoint(tmp_path), '--tta', '--work-dir',
+                       str(tmp_path / 'work'))
+
+
+@case('test-tool-tta-model-without-pipeline', RuntimeError,
+      r'^MissingTTAConfigError: --tta needs tta_model and tta_pipeline in the config, and '
+      r'.*tta_model_only\.py has no tta_pipeline; configs with test-time augmentation: '
+      r'configs/cape/')
+def _test_tool_tta_no_pipeline(tmp_path):
+    cfg = tmp_path / 'tta_model_only.py'
+    cfg.write_text(f"_base_ = [{osp.join(REPO_ROOT, 'configs/cpvt/cpvt-tiny_4xb256_in1k.py')!r}]\n"
+                   "tta_model = dict(type='mmposenc.ResolutionTTAClassifier')\n")
+    return _tool_error('tools/test.py', str(cfg), _loadable_checkpoint(tmp_path), '--tta',
+                       '--work-dir', str(tmp_path / 'work'))
+
+
 # ----------------------------------------------------------------------------- datasets
 def _mmdet_load(path):
     from mmdet.datasets.transforms import LoadAnnotations  # noqa: F401 (registers mmdet)
@@ -619,3 +648,17 @@ def test_masked_peg_accepts_0_1_masks_of_any_dtype():
     ref = peg(x, (2, 4), mask)
     for dtype in (torch.uint8, torch.int64, torch.float32):
         torch.testing.assert_close(peg(x, (2, 4), mask.to(dtype)), ref)
+
+
+def test_tta_configs_named_by_the_test_tool_have_tta():
+    """The configs that tools/test.py's --tta error recommends do have test-time augmentation."""
+    from mmengine.config import Config
+    spec = importlib.util.spec_from_file_location('reliability_test_tool',
+                                                  osp.join(REPO_ROOT, 'tools', 'test.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.TTA_CONFIGS
+    for path in tool.TTA_CONFIGS:
+        cfg = Config.fromfile(osp.join(REPO_ROOT, path))
+        assert cfg.tta_model.type == 'mmposenc.ResolutionTTAClassifier', path
+        assert [t.type for t in cfg.tta_pipeline] == ['LoadImageFromFile', 'TestTimeAug'], path
