@@ -101,33 +101,35 @@ COLLECTIONS = {
         architecture=['PEG', 'Swin Transformer', 'Global Average Pooling']),
 }
 
-_TWINS = 'https://github.com/Meituan-AutoML/Twins'
-_PERVIT = 'https://github.com/juhongm999/pervit'
-_PERVIT_WEIGHTS = ('https://drive.google.com/drive/folders/'
-                   '1VJuZKuflgvZF2lS_6dT6Mx_S5RPZGPjD?usp=sharing')
+
+def _converted(weights, code, converter):
+    """A model's ``Converted From``: the official checkpoint, its code and our converter."""
+    return OrderedDict([('Weights', weights), ('Code', code), ('Converter', converter)])
+
+
+def _twins(weights):
+    return _converted(weights, 'https://github.com/Meituan-AutoML/Twins',
+                      'tools/model_converters/twins_pcpvt_to_pvtpeg.py --classifier')
+
+
+def _pervit(arch):
+    return _converted(
+        'https://drive.google.com/drive/folders/1VJuZKuflgvZF2lS_6dT6Mx_S5RPZGPjD?usp=sharing',
+        'https://github.com/juhongm999/pervit',
+        f'tools/model_converters/pervit_official_to_mmposenc.py --arch {arch}')
+
+
 #: Models whose official checkpoint one of our converters turns into a checkpoint of the config
 #: (we host no converted file, so there is no ``Weights`` URL of our own).
 CONVERTED = {
-    'pvt-peg-small_8xb128_in1k': OrderedDict([
-        ('Weights', 'https://drive.google.com/file/d/1TWIx_8M-4y6UOKtbCgm1v-UVQ-_lYe6X/view'
-                    '?usp=sharing'),  # Twins README: pcpvt_small.pth (Twins-PCPVT-S)
-        ('Code', _TWINS),
-        ('Converter', 'tools/model_converters/twins_pcpvt_to_pvtpeg.py --classifier')]),
-    'pvt-peg-medium_8xb128_in1k': OrderedDict([
-        ('Weights', 'https://drive.google.com/file/d/1BsD3ZRivvPsHoZB1AX-tbirFLtCln8ky/view'
-                    '?usp=sharing'),  # Twins README: pcpvt_base.pth (Twins-PCPVT-B)
-        ('Code', _TWINS),
-        ('Converter', 'tools/model_converters/twins_pcpvt_to_pvtpeg.py --classifier')]),
-    'pervit-tiny_8xb128_in1k': OrderedDict([
-        ('Weights', _PERVIT_WEIGHTS), ('Code', _PERVIT),
-        ('Converter', 'tools/model_converters/pervit_official_to_mmposenc.py --arch tiny')]),
-    'pervit-small_8xb128_in1k': OrderedDict([
-        ('Weights', _PERVIT_WEIGHTS), ('Code', _PERVIT),
-        ('Converter', 'tools/model_converters/pervit_official_to_mmposenc.py --arch small')]),
-    'pervit-medium_8xb128_in1k': OrderedDict([
-        ('Weights', _PERVIT_WEIGHTS), ('Code', _PERVIT),
-        ('Converter', 'tools/model_converters/pervit_official_to_mmposenc.py --arch medium')]),
+    # Twins README: pcpvt_small.pth (Twins-PCPVT-S) and pcpvt_base.pth (Twins-PCPVT-B)
+    'pvt-peg-small_8xb128_in1k': _twins(
+        'https://drive.google.com/file/d/1TWIx_8M-4y6UOKtbCgm1v-UVQ-_lYe6X/view?usp=sharing'),
+    'pvt-peg-medium_8xb128_in1k': _twins(
+        'https://drive.google.com/file/d/1BsD3ZRivvPsHoZB1AX-tbirFLtCln8ky/view?usp=sharing'),
+    **{f'pervit-{arch}_8xb128_in1k': _pervit(arch) for arch in ('tiny', 'small', 'medium')},
 }
+
 
 #: (regex on a lower-cased column header, metric name), in the order they may appear.
 METRICS = [(r'top-?\s?1', 'Top 1 Accuracy'), (r'\bbox ap\b', 'box AP'),

@@ -82,32 +82,39 @@ def source_format(state_dict):
     return 'mmpretrain' if any(k.startswith(MMPRETRAIN_MARKERS) for k in keys) else 'official'
 
 
-def _convert_mmpretrain(state_dict, with_head):
-    state = OrderedDict((k[len('backbone.'):] if k.startswith('backbone.') else k, v)
-                        for k, v in state_dict.items())
-    stages = [int(m.group(1)) for k in state for m in [re.match(r'^stages\.(\d+)\.', k)] if m]
-    last = max(stages) if stages else -1
+def _rename(state_dict, key_map, head_re, with_head, source):
+    """Rename every key by the first ``(regex, template)`` of ``key_map`` that matches;
+    classifier keys (``head_re``, its group 1 the parameter name) become ``head.fc.*`` when
+    ``with_head``, else are dropped. Raises :class:`UnmappedKeysError` naming ``source`` and
+    every key without a mapping."""
     out, unmapped = OrderedDict(), []
-    for key, value in state.items():
-        head = MMPRETRAIN_HEAD_RE.match(key)
+    for key, value in state_dict.items():
+        head = head_re.match(key)
         if head:
             if with_head:
                 out[f'head.fc.{head.group(1)}'] = value
             continue
-        norm = re.match(r'^norm_after_stage(\d+)\.(weight|bias)$', key)
-        if norm and int(norm.group(1)) == last:  # PVTPEG normalises the last stage only
-            out[f'norm.{norm.group(2)}'] = value
-            continue
-        for pattern, target in MMPRETRAIN_KEY_MAP:
+        for pattern, target in key_map:
             if re.match(pattern, key):
                 out[re.sub(pattern, target, key)] = value
                 break
         else:
             unmapped.append(key)
     if unmapped:
-        raise UnmappedKeysError(f'{len(unmapped)} mmpretrain PCPVT keys have no PVTPEG '
-                                f'mapping: {sorted(unmapped)}')
+        raise UnmappedKeysError(f'{len(unmapped)} {source} keys have no PVTPEG mapping: '
+                                f'{sorted(unmapped)}')
     return out
+
+
+def _convert_mmpretrain(state_dict, with_head):
+    state = OrderedDict((k[len('backbone.'):] if k.startswith('backbone.') else k, v)
+                        for k, v in state_dict.items())
+    stages = [int(m.group(1)) for k in state for m in [re.match(r'^stages\.(\d+)\.', k)] if m]
+    # PVTPEG normalises the last stage only: its norm_after_stage<i> becomes norm
+    last_norm = [(rf'^norm_after_stage0*{max(stages)}\.(weight|bias)$', r'norm.\1')
+                 ] if stages else []
+    return _rename(state, last_norm + MMPRETRAIN_KEY_MAP, MMPRETRAIN_HEAD_RE, with_head,
+                   'mmpretrain PCPVT')
 
 
 def convert(state_dict, with_head=False):
@@ -128,23 +135,7 @@ def convert(state_dict, with_head=False):
     """
     if source_format(state_dict) == 'mmpretrain':
         return _convert_mmpretrain(_unwrap(state_dict), with_head)
-    out, unmapped = OrderedDict(), []
-    for key, value in _unwrap(state_dict).items():
-        head = HEAD_RE.match(key)
-        if head:
-            if with_head:
-                out[f'head.fc.{head.group(1)}'] = value
-            continue
-        for pattern, target in KEY_MAP:
-            if re.match(pattern, key):
-                out[re.sub(pattern, target, key)] = value
-                break
-        else:
-            unmapped.append(key)
-    if unmapped:
-        raise UnmappedKeysError(
-            f'{len(unmapped)} Twins-PCPVT keys have no PVTPEG mapping: {sorted(unmapped)}')
-    return out
+    return _rename(_unwrap(state_dict), KEY_MAP, HEAD_RE, with_head, 'Twins-PCPVT')
 
 
 def infer_arch(state_dict):
