@@ -1,0 +1,350 @@
+"""Export DETR-family and Mask2Former detectors (mmdet's or mmposenc's) and CPVT classifiers
+to ONNX with a dynamic input height and width, and check the file with onnxruntime.
+
+What is exported is the no-mask path: a batch of one unpadded, already normalised image
+``(1, 3, H, W)`` (what the data preprocessor hands the model) in,
+
+- detectors: ``cls_scores`` ``(1, num_queries, num_classes[+1])`` and ``bboxes``
+  ``(1, num_queries, 4)`` (normalised ``cx, cy, w, h``) of the head's last decoder layer,
+  i.e. the tensors :meth:`bbox_head.predict_by_feat` turns into detections (DETR,
+  Conditional-DETR, DAB-DETR, Deformable-DETR, DINO and their mmposenc versions);
+- Mask2Former / MaskFormer (mmdet): ``cls_scores`` ``(1, num_queries, num_classes + 1)`` and
+  ``mask_preds`` ``(1, num_queries, H / 4, W / 4)`` (logits) of the head's last layer, what
+  its fusion head turns into instance / panoptic results;
+- classifiers (``ImageClassifier`` with any backbone, e.g. CPVT): the logits
+  ``(1, num_classes)``.
+
+The exporter is torch's TorchScript-based one (``torch.onnx.export(..., dynamo=False)``):
+torch 2.13 defaults to the ``torch.export`` exporter, which needs ``onnxscript`` and does
+not trace mmdet's data-dependent Python (lists of ``DetDataSample``). mmcv's
+``MultiScaleDeformableAttention`` runs its pure-PyTorch ``grid_sample`` path on CPU, which
+exports with opset >= 16 (``GridSample``).
+
+Any H and W work, including sizes that are not multiples of the patch size or of the
+backbone's stride: CPVT zero-pads the bottom/right by the fixed amount p - 1 (same values as
+padding to the next multiple of p), so no traced size is frozen into the graph.
+
+After the export the model runs in onnxruntime (CPU) and in PyTorch at every ``--check-shape``
+and the largest absolute difference of every output is compared with ``--atol``; the tool
+exits non-zero when one is exceeded or an output shape differs.
+
+Usage::
+
+    python tools/deployment/pytorch2onnx.py configs/peg_detr/detr-peg_r50_16xb2-50e_coco.py \\
+        --checkpoint detr-peg.pth --out work_dirs/detr-peg.onnx --shape 800 1216 \\
+        --check-shape 800 1216 --check-shape 640 800
+    python tools/deployment/pytorch2onnx.py configs/cpvt/cpvt-tiny_4xb256_in1k.py \\
+        --out work_dirs/cpvt-tiny.onnx --shape 224 224 --check-shape 224 224 --check-shape 160 288
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+import warnings
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+
+#: default absolute tolerance of onnxruntime against PyTorch (float32 on CPU)
+DEFAULT_ATOL = 1e-4
+DEFAULT_OPSET = 17
+
+
+class _OneImageDetectorWrapper(nn.Module):
+    """Base of the mmdet export wrappers: the detector and the data sample of a batch of one
+    unpadded image (no padding, so no masks)."""
+
+    #: metainfo keys of the data sample, each set to the image's ``(H, W)``
+    shape_keys: Tuple[str, ...] = ('img_shape', 'batch_input_shape')
+
+    def __init__(self, detector: nn.Module):
+        super().__init__()
+        self.detector = detector
+
+    def data_sample(self, img: torch.Tensor):
+        """The ``DetDataSample`` of ``img`` ``(1, 3, H, W)``; a ValueError for other shapes."""
+        from mmdet.structures import DetDataSample
+        if img.dim() != 4 or img.shape[0] != 1:
+            raise ValueError(f'the export takes one image (1, 3, H, W), got {tuple(img.shape)}')
+        h, w = img.shape[-2:]
+        return DetDataSample(metainfo={key: (h, w) for key in self.shape_keys})
+
+
+class DetectorExportWrapper(_OneImageDetectorWrapper):
+    """A DETR-style detector as ``image (1, 3, H, W) -> (cls_scores, bboxes)``.
+
+    Runs ``extract_feat``, ``forward_transformer`` and the head's ``forward`` with one data
+    sample whose image fills the whole batch input (no padding, so no masks), and returns the
+    last decoder layer's outputs.
+
+    Args:
+        detector (nn.Module): An mmdet ``DetectionTransformer`` (DETR, Deformable-DETR, or
+            mmposenc's ``PEGDETR`` / ``PEGDeformableDETR``) in eval mode.
+    """
+
+    output_names = ('cls_scores', 'bboxes')
+
+    def forward(self, img: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        sample = self.data_sample(img)
+        feats = self.detector.extract_feat(img)
+        head_inputs = self.detector.forward_transformer(feats, [sample])
+        cls_scores, bboxes = self.detector.bbox_head(**head_inputs)
+        return cls_scores[-1], bboxes[-1]
+
+
+class MaskFormerExportWrapper(_OneImageDetectorWrapper):
+    """An mmdet MaskFormer-style model (Mask2Former, with mmdet's or mmposenc's pixel decoder)
+    as ``image (1, 3, H, W) -> (cls_scores, mask_preds)`` of the last decoder layer."""
+
+    output_names = ('cls_scores', 'mask_preds')
+    shape_keys = ('img_shape', 'batch_input_shape', 'pad_shape')
+
+    def forward(self, img: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        sample = self.data_sample(img)
+        cls_scores, mask_preds = self.detector.panoptic_head(
+            self.detector.extract_feat(img), [sample])
+        return cls_scores[-1], mask_preds[-1]
+
+
+class ClassifierExportWrapper(nn.Module):
+    """An mmpretrain classifier as ``image (1, 3, H, W) -> logits (1, num_classes)``."""
+
+    output_names = ('logits', )
+
+    def __init__(self, classifier: nn.Module):
+        super().__init__()
+        self.classifier = classifier
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        return self.classifier(img, mode='tensor')
+
+
+def wrap_model(model: nn.Module) -> nn.Module:
+    """The export wrapper of ``model`` (eval mode): detector or classifier."""
+    model.eval()
+    if hasattr(model, 'forward_transformer') and hasattr(model, 'bbox_head'):
+        return DetectorExportWrapper(model).eval()
+    if hasattr(model, 'panoptic_head') and hasattr(model.panoptic_head, 'pixel_decoder'):
+        return MaskFormerExportWrapper(model).eval()
+    if hasattr(model, 'backbone') and hasattr(model, 'head'):
+        return ClassifierExportWrapper(model).eval()
+    raise TypeError(f'{type(model).__name__} is neither a DETR-style detector (needs '
+                    '`forward_transformer` and `bbox_head`), a MaskFormer-style one '
+                    '(`panoptic_head` with a `pixel_decoder`) nor an ImageClassifier '
+                    '(`backbone` and `head`)')
+
+
+def drop_pretrained(cfg):
+    """Remove every ``init_cfg`` of type ``'Pretrained'`` from a model config, in place.
+
+    The export's weights come from ``--checkpoint`` or are random: nothing is downloaded (a
+    shipped R50 config would otherwise fetch torchvision's ResNet-50).
+
+    Returns:
+        list[str]: The checkpoints that were dropped.
+    """
+    dropped = []
+    if isinstance(cfg, dict):
+        init = cfg.get('init_cfg')
+        inits = init if isinstance(init, (list, tuple)) else [init]
+        if any(isinstance(i, dict) and i.get('type') == 'Pretrained' for i in inits):
+            dropped += [str(i.get('checkpoint')) for i in inits
+                        if isinstance(i, dict) and i.get('type') == 'Pretrained']
+            kept = [i for i in inits if not (isinstance(i, dict) and i.get('type') == 'Pretrained')]
+            cfg['init_cfg'] = kept if isinstance(init, (list, tuple)) else None
+        for key, value in cfg.items():
+            if key != 'init_cfg':
+                dropped += drop_pretrained(value)
+    elif isinstance(cfg, (list, tuple)):
+        for value in cfg:
+            dropped += drop_pretrained(value)
+    return dropped
+
+
+def load_weights(model: nn.Module, checkpoint: str) -> None:
+    """Load ``checkpoint`` into ``model`` strictly (safe loading, see mmposenc.engine).
+
+    Raises:
+        CheckpointMismatchError: the weights do not fit (names the keys).
+    """
+    from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
+
+    from mmposenc.engine import CheckpointMismatchError, describe_mismatch, state_dict_mismatch
+    ckpt = _load_checkpoint(checkpoint, map_location='cpu')
+    summary = describe_mismatch(state_dict_mismatch(model, ckpt))
+    if summary:
+        raise CheckpointMismatchError(f'{checkpoint} does not fit the model of the config: '
+                                      f'{summary}')
+    _load_checkpoint_to_model(model, ckpt, strict=True)
+
+
+def build_model(config: str, checkpoint: Optional[str] = None,
+                cfg_options: Optional[dict] = None) -> nn.Module:
+    """Build the model of ``config`` under its default scope; load ``checkpoint`` if given,
+    random weights otherwise (``Pretrained`` init_cfgs are dropped, nothing is downloaded)."""
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope, init_default_scope
+
+    from mmposenc.engine import check_checkpoint_file, init_weights_quietly
+    from mmposenc.registry import MODELS
+    if checkpoint:
+        check_checkpoint_file(checkpoint)  # a text file fails here, before the build
+    cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    if cfg.get('custom_imports'):
+        from mmengine.utils import import_modules_from_strings
+        import_modules_from_strings(**cfg.custom_imports)
+    scope = cfg.get('default_scope', 'mmdet')
+    init_default_scope(scope)
+    if scope == 'mmdet':
+        from mmdet.utils import register_all_modules
+        register_all_modules(init_default_scope=False)
+    elif scope == 'mmpretrain':
+        from mmpretrain.utils import register_all_modules
+        register_all_modules(init_default_scope=False)
+    model_cfg = cfg.model
+    drop_pretrained(model_cfg)  # weights: the checkpoint's, or random
+    assert DefaultScope.get_current_instance() is not None
+    model = MODELS.build(model_cfg)
+    if checkpoint:
+        load_weights(model, checkpoint)
+    else:
+        init_weights_quietly(model)
+    return model.eval()
+
+
+def export(wrapper: nn.Module, out_file: str, shape: Sequence[int] = (224, 224),
+           opset: int = DEFAULT_OPSET) -> str:
+    """Export ``wrapper`` (see :func:`wrap_model`) to ``out_file`` with dynamic H and W.
+
+    Args:
+        wrapper (nn.Module): A :class:`DetectorExportWrapper` or
+            :class:`ClassifierExportWrapper`.
+        out_file (str): The ``.onnx`` path (folders are created).
+        shape (Sequence[int]): ``(H, W)`` of the image traced for the export. Defaults to
+            ``(224, 224)``.
+        opset (int): ONNX opset, >= 16 for mmcv's deformable attention. Defaults to 17.
+
+    Returns:
+        str: ``out_file``.
+    """
+    if opset < 16:
+        raise ValueError(f'opset {opset} < 16: GridSample (deformable attention) needs 16')
+    os.makedirs(osp.dirname(osp.abspath(out_file)), exist_ok=True)
+    img = torch.randn(1, 3, *shape)
+    names = list(wrapper.output_names)
+    dynamic = {'img': {2: 'height', 3: 'width'}}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings('ignore', category=torch.jit.TracerWarning)
+        warnings.filterwarnings('ignore', category=DeprecationWarning)
+        warnings.filterwarnings('ignore', category=UserWarning)
+        torch.onnx.export(
+            wrapper, (img, ), out_file, dynamo=False, opset_version=opset,
+            input_names=['img'], output_names=names, dynamic_axes=dynamic,
+            do_constant_folding=True)
+    import onnx
+    onnx.checker.check_model(onnx.load(out_file))
+    return out_file
+
+
+def check(wrapper: nn.Module, onnx_file: str, shapes: Sequence[Sequence[int]],
+          atol: float = DEFAULT_ATOL, seed: int = 0) -> List[Dict]:
+    """Run ``onnx_file`` in onnxruntime and ``wrapper`` in PyTorch on the same random image of
+    every ``(H, W)`` in ``shapes``.
+
+    Returns:
+        list[dict]: Per shape ``shape``, ``outputs`` (name -> shape) and ``max_abs_diff``
+        (name -> float), ``ok`` (all shapes equal and every diff <= ``atol``).
+    """
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = torch.get_num_threads()
+    session = ort.InferenceSession(onnx_file, opts, providers=['CPUExecutionProvider'])
+    names = [o.name for o in session.get_outputs()]
+    rows = []
+    gen = torch.Generator().manual_seed(seed)
+    for shape in shapes:
+        img = torch.randn(1, 3, *shape, generator=gen)
+        with torch.no_grad():
+            ref = wrapper(img)
+        ref = ref if isinstance(ref, tuple) else (ref, )
+        got = session.run(None, {'img': img.numpy()})
+        row = dict(shape=tuple(shape), outputs={}, max_abs_diff={}, ok=True)
+        for name, r, g in zip(names, ref, got):
+            r = r.numpy()
+            row['outputs'][name] = tuple(g.shape)
+            if r.shape != g.shape:
+                row['ok'] = False
+                row['max_abs_diff'][name] = float('inf')
+                continue
+            diff = float(np.abs(r - g).max()) if r.size else 0.0
+            row['max_abs_diff'][name] = diff
+            row['ok'] &= diff <= atol
+        rows.append(row)
+    return rows
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('config')
+    parser.add_argument('--checkpoint', default=None,
+                        help='weights (loaded strictly and safely); without it the model is '
+                        'randomly initialised and no pretrained backbone is downloaded')
+    parser.add_argument('--out', default=None, help='the .onnx file; defaults to '
+                        'work_dirs/<config name>.onnx')
+    parser.add_argument('--shape', type=int, nargs=2, default=None, metavar=('H', 'W'),
+                        help='image size traced for the export (default: 800 1216 for '
+                        'detectors, 224 224 for classifiers)')
+    parser.add_argument('--check-shape', type=int, nargs=2, action='append', default=None,
+                        metavar=('H', 'W'), help='compare onnxruntime with PyTorch at this '
+                        'size; repeat for several (default: the export size and a transposed '
+                        'one)')
+    parser.add_argument('--opset', type=int, default=DEFAULT_OPSET)
+    parser.add_argument('--atol', type=float, default=DEFAULT_ATOL)
+    parser.add_argument('--cfg-options', nargs='+', default=None,
+                        help='key=value overrides of the config')
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    cfg_options = None
+    if args.cfg_options:
+        from mmengine.config import DictAction
+        ns = argparse.Namespace()
+        DictAction(option_strings=[], dest='o')(None, ns, args.cfg_options)
+        cfg_options = ns.o
+    model = build_model(args.config, args.checkpoint, cfg_options)
+    wrapper = wrap_model(model)
+    is_det = isinstance(wrapper, (DetectorExportWrapper, MaskFormerExportWrapper))
+    shape = tuple(args.shape or ((800, 1216) if is_det else (224, 224)))
+    out = args.out or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0] + '.onnx')
+    export(wrapper, out, shape, args.opset)
+    print(f'exported {out} (opset {args.opset}, input img (1, 3, height, width))')
+    shapes = args.check_shape or [shape, shape[::-1]]
+    rows = check(wrapper, out, shapes, args.atol)
+    print(f'| H x W | outputs | max abs diff (onnxruntime - torch) | within {args.atol:g} |')
+    print('|---|---|---|---|')
+    for r in rows:
+        outs = ', '.join(f'{k} {v}' for k, v in r['outputs'].items())
+        diffs = ', '.join(f'{k} {v:.2e}' for k, v in r['max_abs_diff'].items())
+        print(f'| {r["shape"][0]} x {r["shape"][1]} | {outs} | {diffs} | '
+              f'{"yes" if r["ok"] else "NO"} |')
+    if not all(r['ok'] for r in rows):
+        raise SystemExit('onnxruntime and PyTorch disagree (see the table)')
+
+
+if __name__ == '__main__':
+    from mmposenc.engine import (CheckpointMismatchError, InvalidCheckpointError,
+                                 UnsafeCheckpointError)
+    from mmposenc.registry import UnknownTypeError
+    try:
+        main()
+    except (FileNotFoundError, InvalidCheckpointError, UnsafeCheckpointError,
+            CheckpointMismatchError, UnknownTypeError) as err:
+        raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback
