@@ -93,6 +93,24 @@ def test_errors(tmp_path):
         det(torch.rand(2, 3, 32, 32))
 
 
+@pytest.mark.parametrize('encoder_pos', ['cape', 'cape+peg'])
+@pytest.mark.parametrize('cfg_fn', [tiny_detr_cfgs.detr_cfg, tiny_detr_cfgs.deformable_detr_cfg],
+                         ids=['PEGDETR', 'PEGDeformableDETR'])
+def test_cape_models_are_refused_before_tracing(cfg_fn, encoder_pos, tmp_path):
+    """A CAPE model would trace to a graph that runs only at the traced size (onnxruntime then
+    fails at any other size with a broadcast error inside the encoder): refused up front, and
+    the same model with 'peg' still exports."""
+    name = 'mmposenc.PEGDETR' if cfg_fn is tiny_detr_cfgs.detr_cfg else \
+        'mmposenc.PEGDeformableDETR'
+    wrapper = p2o.wrap_model(tiny_detr_cfgs.build(cfg_fn(type=name, encoder_pos=encoder_pos)))
+    out = tmp_path / 'cape.onnx'
+    with pytest.raises(p2o.ExportNotSupportedError, match=r'CAPE2d \(detector\.cape\)'):
+        p2o.export(wrapper, str(out), shape=(96, 128))
+    assert not out.exists()
+    p2o.check_exportable(p2o.wrap_model(tiny_detr_cfgs.build(cfg_fn(type=name,
+                                                                     encoder_pos='peg'))))
+
+
 def test_shipped_r50_config_without_checkpoint_builds_offline(monkeypatch, capfd):
     """No --checkpoint: random weights as the help says, nothing downloaded (the R50 configs'
     backbone init_cfg points at torchvision's ResNet-50), no per-parameter init INFO."""

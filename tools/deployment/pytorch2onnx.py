@@ -218,6 +218,23 @@ def build_model(config: str, checkpoint: Optional[str] = None,
     return model.eval()
 
 
+class ExportNotSupportedError(ValueError):
+    """A model that this tool cannot export with dynamic height and width."""
+
+
+def check_exportable(wrapper: nn.Module) -> None:
+    """An :class:`ExportNotSupportedError` for models whose traced graph would only run at the
+    traced size: those with a ``CAPE2d`` (``encoder_pos='cape'`` / ``'cape+peg'``, or a CAPE
+    ``pos_encoding``), whose positions are computed from the grid size as Python numbers."""
+    from mmposenc.models.layers import CAPE2d
+    cape = [name for name, m in wrapper.named_modules() if isinstance(m, CAPE2d)]
+    if cape:
+        raise ExportNotSupportedError(
+            f'CAPE2d ({cape[0]}) cannot be exported with dynamic height and width (its '
+            'positions are computed from the grid size as Python numbers, so the graph would '
+            'only run at the traced size); export a sine / peg / none model instead')
+
+
 def export(wrapper: nn.Module, out_file: str, shape: Sequence[int] = (224, 224),
            opset: int = DEFAULT_OPSET) -> str:
     """Export ``wrapper`` (see :func:`wrap_model`) to ``out_file`` with dynamic H and W.
@@ -235,6 +252,7 @@ def export(wrapper: nn.Module, out_file: str, shape: Sequence[int] = (224, 224),
     """
     if opset < 16:
         raise ValueError(f'opset {opset} < 16: GridSample (deformable attention) needs 16')
+    check_exportable(wrapper)
     os.makedirs(osp.dirname(osp.abspath(out_file)), exist_ok=True)
     img = torch.randn(1, 3, *shape)
     names = list(wrapper.output_names)
@@ -346,5 +364,5 @@ if __name__ == '__main__':
     try:
         main()
     except (FileNotFoundError, InvalidCheckpointError, UnsafeCheckpointError,
-            CheckpointMismatchError, UnknownTypeError) as err:
+            CheckpointMismatchError, UnknownTypeError, ExportNotSupportedError) as err:
         raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback
