@@ -43,7 +43,7 @@ want_stamp=$(cat "$PINS" "${BASH_SOURCE[0]}" "$ROOT/setup.py" | sha256sum | cut 
 PY=$VENV/bin/python
 
 check_stack() {
-    "$PY" - <<'EOF' >/dev/null 2>&1
+    "$PY" - <<'EOF' >/dev/null 2>&1 || return 1
 import torch, torchvision, mmcv, mmcv.ops, mmengine, mmdet, mmseg, mmpretrain, mmposenc  # noqa
 import pkg_resources  # noqa: mmengine needs it to resolve 'mmdet::' configs
 import torchvision.ops  # fails when torch and torchvision builds do not match
@@ -51,6 +51,12 @@ import mim.commands.search, modelindex, pandas  # noqa: `mim search mmposenc`
 import os.path as osp, mmposenc.utils
 assert osp.isfile(osp.join(mmposenc.utils.PACKAGE_DIR, '.mim', 'model-index.yml'))
 EOF
+    # `PYTHONPATH=<repo> mim search|train mmposenc` (editable install): mim takes the package
+    # folder as <location of the first mmposenc metadata on sys.path>/mmposenc, i.e. the
+    # repository's mmposenc.egg-info. A clean clone lacks it (git ignores it) until the editable
+    # install writes it, so a venv restored beside a fresh clone must not count as set up.
+    PYTHONPATH=$ROOT "$PY" -W ignore -c "import os.path as osp, pkg_resources as pr; \
+assert osp.samefile(pr.get_distribution('mmposenc').location, '$ROOT')" >/dev/null 2>&1
 }
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want_stamp" ] && check_stack; then
@@ -133,6 +139,11 @@ say "installing openmim (without opendatalab, see pins.txt)"
 "${PIP[@]}" install -q --no-deps -c "$CONSTRAINTS" "openmim==$(pin openmim)"
 say "installing mmposenc (editable)"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
+if [ ! -f "$ROOT/mmposenc.egg-info/PKG-INFO" ]; then
+    # setuptools' editable build writes it beside setup.py; mim needs it (see check_stack)
+    say "writing $ROOT/mmposenc.egg-info for mim"
+    (cd "$ROOT" && "$PY" setup.py -q egg_info)
+fi
 
 if ! check_stack; then
     say "the stack does not import; details:"

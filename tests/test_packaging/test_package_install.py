@@ -257,8 +257,21 @@ def _model_names(root):
                   for m in yaml.safe_load(open(osp.join(root, p)))['Models'])
 
 
+def _assert_mim_sees_the_repository():
+    """What `PYTHONPATH=<repo> mim ...` relies on: pkg_resources (mim's locator) finds the
+    repository's mmposenc.egg-info first, so mim's package folder is <repo>/mmposenc."""
+    res = _run([sys.executable, *QUIET, '-c',
+                'import pkg_resources as pr; print(pr.get_distribution("mmposenc").location)'],
+               cwd=REPO_ROOT, env=_env(PYTHONPATH=REPO_ROOT))
+    assert osp.samefile(res.stdout.strip(), REPO_ROOT), (
+        f'mim would look for mmposenc in {res.stdout.strip()}, not in the repository: '
+        f'{osp.join(REPO_ROOT, "mmposenc.egg-info")} exists: '
+        f'{osp.isdir(osp.join(REPO_ROOT, "mmposenc.egg-info"))} (tools/setup_env.sh writes it)')
+
+
 def test_mim_search_lists_every_model_from_the_editable_install(tmp_path):
     """`PYTHONPATH=<repo> mim search mmposenc` with the editable install."""
+    _assert_mim_sees_the_repository()
     names = _model_names(REPO_ROOT)
     assert len(names) >= 60
     res = _run([sys.executable, *QUIET, '-m', 'mim', 'search', 'mmposenc', '--valid-config'],
@@ -297,6 +310,7 @@ def _assert_trained_peg_detr(work_dir):
 def test_mim_train_editable_install(tmp_path, coco128_root):
     """`mim train mmposenc CONFIG` runs our tools/train.py (via mmposenc/.mim/tools) on a user
     config with an `mmposenc::` base."""
+    _assert_mim_sees_the_repository()
     cfg = _train_config(tmp_path, coco128_root)
     work_dir = str(tmp_path / 'work')
     res = _run([sys.executable, *QUIET, '-m', 'mim', 'train', 'mmposenc', cfg, '--work-dir',
