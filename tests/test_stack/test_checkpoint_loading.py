@@ -135,6 +135,33 @@ def test_pickle_that_runs_code_is_refused(tmp_path, monkeypatch):
     assert not marker.exists()
 
 
+def test_allowed_getattr_reaches_only_history_buffer_statistics(tmp_path, monkeypatch):
+    """The allowlist holds ``builtins.getattr`` for Runner checkpoints (HistoryBuffer pickles
+    its statistics methods that way); any other attribute, or any other object, is refused."""
+    from collections import OrderedDict
+
+    from mmengine.logging import HistoryBuffer
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+
+    class Getattr:
+        def __init__(self, obj, name):
+            self.obj, self.name = obj, name
+
+        def __reduce__(self):
+            return getattr, (self.obj, self.name)
+
+    path = str(tmp_path / 'getattr.pth')
+    torch.save({'meta': Getattr(HistoryBuffer, 'mean')}, path)
+    assert _load_checkpoint(path)['meta'] is HistoryBuffer.mean
+    for obj, name in ((HistoryBuffer, '__init__'), (HistoryBuffer, 'update'),
+                      (OrderedDict, 'fromkeys')):  # OrderedDict: in torch's own safe set
+        torch.save({'meta': Getattr(obj, name)}, path)
+        with pytest.raises(UnsafeCheckpointError,
+                           match=rf"refusing getattr\({obj.__name__}, '{name}'\).*"
+                           'MMPOSENC_UNSAFE_LOAD=1'):
+            _load_checkpoint(path)
+
+
 def test_unsafe_load_is_an_explicit_opt_in(tmp_path, monkeypatch):
     path = str(tmp_path / 'namespace.pth')
     torch.save({'args': argparse.Namespace(lr=0.1)}, path)
