@@ -193,6 +193,7 @@ def test_frozen_phi_p_gets_no_gradient_and_stays():
     (dict(kernel_size=1), 'peripheral'),  # "Euc + ML"
     (dict(multi_layer=False), 'peripheral'),  # one projection with N (Fig. A6)
     (dict(embedding='lrn'), 'peripheral'),  # "Lrn + N + ML"
+    (dict(embedding='lrn', kernel_size=1), 'peripheral'),  # "Lrn + ML"
     (dict(embedding='lrn', multi_layer=False, kernel_size=1), 'rand'),  # "Lrn"
     (dict(with_norms=False, kernel_size=1), 'rand'),  # Eq. 6 as written
 ])

@@ -127,7 +127,12 @@ def test_recipe_of_table_a6(size, wd, warmup, drop_path):
     dict(with_phi_p=False), dict(with_phi_c=False, flop_match=True), dict(conv_stem=False),
     dict(with_cpe=False), dict(ppe_init='conv'), dict(ppe_init='rand'),
     dict(freeze_phi_p=True), dict(ppe_cfg=dict(multi_layer=False)),
-    dict(ppe_cfg=dict(kernel_size=1)), dict(ppe_cfg=dict(embedding='lrn'))])
+    dict(ppe_cfg=dict(kernel_size=1)), dict(ppe_cfg=dict(embedding='lrn')),
+    dict(ppe_cfg=dict(multi_layer=False, kernel_size=1)),  # Table 5 "Euc"
+    dict(ppe_cfg=dict(embedding='lrn', kernel_size=1)),  # "Lrn + ML"
+    dict(ppe_cfg=dict(embedding='lrn', multi_layer=False, kernel_size=1)),  # "Lrn"
+    dict(ppe_init='rand', ppe_cfg=dict(with_norms=False)),  # Eq. 6 without the norms
+    dict(with_phi_p=False, conv_stem=False, with_cpe=False, flop_match=True)])  # Table 1 (i)
 def test_ablation_options_build_in_the_config(options):
     """The Table 1 / 5 / A3 switches, set on the shipped config as --cfg-options would."""
     from mmpretrain.structures import DataSample
@@ -137,6 +142,8 @@ def test_ablation_options_build_in_the_config(options):
     for k, v in options.items():
         if k != 'ppe_cfg':
             assert getattr(model.backbone, k) == v
+    for k, v in options.get('ppe_cfg', {}).items():  # every layer's Phi_p has the design
+        assert all(getattr(b.attn.ppe, k) == v for b in model.backbone.blocks), k
     losses = model(torch.randn(2, 3, 64, 64), [DataSample().set_gt_label(1)] * 2, mode='loss')
     losses['loss'].backward()
     assert torch.isfinite(losses['loss'])
