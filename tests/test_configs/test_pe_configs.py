@@ -98,6 +98,75 @@ def test_univit_config_lambda_one_random_resolution_and_tta():
         assert c.train_cfg.max_epochs == 300
 
 
+CAPE_CONFIGS = [c for c in CONFIGS if osp.basename(osp.dirname(c)) == 'cape']
+
+
+@pytest.mark.parametrize('path', CAPE_CONFIGS, ids=[osp.basename(c) for c in CAPE_CONFIGS])
+def test_cape_configs_train_with_the_paper_recipe(path):
+    """The recipe of configs/cape/README.md: CAPE trains "carefully following Section 6" of
+    DeiT (CAPE Sec. 5.1); values CAPE names come from CAPE, the rest from DeiT-B (DeiT Table 9)."""
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import PARAM_SCHEDULERS
+    cfg = load(path)
+    # CAPE footnote 2: AdamW, 300 epochs, truncated normal init, RandAugment, Mixup, CutMix,
+    # random erasing, repeated augmentation
+    optim = cfg.optim_wrapper.optimizer
+    assert optim.type == 'AdamW'
+    assert cfg.train_cfg.max_epochs == 300
+    assert {'type': 'TruncNormal', 'layer': 'Linear', 'std': 0.02} in cfg.model.init_cfg
+    pipeline = [t for t in (cfg.train_dataloader.dataset.get('pipeline') or
+                            cfg.train_dataloader.dataset.dataset.pipeline)]
+    types = [t.type for t in pipeline]
+    assert 'RandAugment' in types and 'RandomErasing' in types
+    assert [a.type for a in cfg.model.train_cfg.augments] == ['Mixup', 'CutMix']
+    assert cfg.train_dataloader.sampler.type == 'RepeatAugSampler'
+    assert cfg.train_dataloader.sampler.get('num_repeats', 3) == 3  # as DeiT's RASampler
+    # CAPE App. B.1: 64 images per GPU (16 GPUs for UniViT: 1024)
+    assert cfg.train_dataloader.batch_size == 64 and '16xb64' in osp.basename(path)
+    assert cfg.auto_scale_lr.base_batch_size == 16 * 64
+    # DeiT Table 9 (CAPE is silent): lr 5e-4 * bs / 512, weight decay 0.05, label smoothing
+    # 0.1, stochastic depth 0.1, RandAugment 9 / 0.5, Mixup 0.8, CutMix 1.0, erasing 0.25
+    assert optim.lr == pytest.approx(5e-4 * 1024 / 512) and optim.weight_decay == 0.05
+    assert cfg.model.head.loss.label_smooth_val == 0.1
+    assert cfg.model.backbone.drop_path_rate == 0.1
+    assert cfg.model.backbone.get('drop_rate', 0.) == 0.
+    ra = pipeline[types.index('RandAugment')]
+    assert (ra.magnitude_level, ra.magnitude_std, ra.num_policies) == (9, 0.5, 2)
+    assert pipeline[types.index('RandomErasing')].erase_prob == 0.25
+    assert [a.alpha for a in cfg.model.train_cfg.augments] == [0.8, 1.0]
+    # DeiT Table 9: no gradient clipping; DeiT Table 8: DeiT-B is evaluated without an EMA
+    # (mmpretrain's DeiT config has clip_grad max_norm 5 and an EMAHook)
+    assert cfg.optim_wrapper.get('clip_grad') is None
+    assert not [h for h in cfg.get('custom_hooks', []) if 'EMA' in h.type]
+    # DeiT Table 9: cosine decay after 5 warm-up epochs (mmpretrain's DeiT config: 20); the lr
+    # the Runner's schedulers give, epoch by epoch (4 iterations per epoch)
+    model = build_small(cfg)
+    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    assert not wrapper.clip_grad_kwargs  # {'max_norm': 5.0} with mmpretrain's DeiT config
+    schedulers = []
+    for s in cfg.param_scheduler:  # as the Runner builds them: end defaults to max_epochs
+        s = dict(s, end=s.get('end', cfg.train_cfg.max_epochs))
+        schedulers.append(PARAM_SCHEDULERS.build(
+            s, default_args=dict(optimizer=wrapper, epoch_length=4)))
+    lrs = []
+    for epoch in range(cfg.train_cfg.max_epochs):
+        for _ in range(4):
+            lrs.append(max(g['lr'] for g in wrapper.param_groups))
+            for s in schedulers:
+                if not s.by_epoch:
+                    s.step()
+        for s in schedulers:
+            if s.by_epoch:
+                s.step()
+    peak = lrs.index(max(lrs))
+    # full lr from the last iteration of the 5th epoch (it would be the 20th with mmpretrain's)
+    assert peak == 5 * 4 - 1 and max(lrs) == pytest.approx(optim.lr)
+    assert lrs[0] == pytest.approx(optim.lr * 1e-3)
+    assert all(a < b for a, b in zip(lrs[:peak], lrs[1:peak + 1]))  # linear warm-up
+    assert all(a >= b for a, b in zip(lrs[peak:], lrs[peak + 1:]))  # then decay
+    assert lrs[-1] == pytest.approx(1e-5, rel=0.01)
+
+
 SAPE2_CONFIGS = [c for c in CONFIGS if osp.basename(osp.dirname(c)) == 'sape2']
 
 
