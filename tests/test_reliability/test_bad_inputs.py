@@ -410,7 +410,7 @@ add('conv-pervit-unmapped', lambda: _tool('pervit_official_to_mmposenc').convert
 # ----------------------------------------------------------------------------- tools
 def _train(*args):
     res = subprocess.run([sys.executable, 'tools/train.py', *args], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)  # loaded machines
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-2000:])
     return res
