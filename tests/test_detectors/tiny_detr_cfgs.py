@@ -21,11 +21,48 @@ BACKBONE = dict(
     norm_cfg=dict(type='BN', requires_grad=True),
     norm_eval=True,
     style='pytorch')
+# BACKBONE's four outputs (out_indices=(0, 1, 2, 3)) as Mask2Former's head and pixel decoder
+# take them
+C2_TO_C5 = dict(in_channels=[16, 32, 64, 128], strides=[4, 8, 16, 32])
 
 
 def _ffn(dims=EMBED):
     return dict(embed_dims=dims, feedforward_channels=2 * dims, num_fcs=2, ffn_drop=0.0,
                 act_cfg=dict(type='ReLU', inplace=True))
+
+
+def _mha(dims=EMBED, num_heads=4):
+    """nn.MultiheadAttention of DETR's layers and Mask2Former's transformer decoder."""
+    return dict(embed_dims=dims, num_heads=num_heads, dropout=0.0, batch_first=True)
+
+
+def _msda(dims, num_levels, **kwargs):
+    """Multi-scale deformable attention, 4 heads and 2 sampling points per head and level."""
+    return dict(embed_dims=dims, num_heads=4, num_levels=num_levels, num_points=2,
+                batch_first=True, **kwargs)
+
+
+def _box_train_cfg(cls_cost):
+    """DETR's Hungarian matching: ``cls_cost`` + L1 (5) + GIoU (2) box costs."""
+    return dict(assigner=dict(
+        type='HungarianAssigner',
+        match_costs=[
+            cls_cost,
+            dict(type='BBoxL1Cost', weight=5.0, box_format='xywh'),
+            dict(type='IoUCost', iou_mode='giou', weight=2.0)
+        ]))
+
+
+FOCAL_ASSIGNER = _box_train_cfg(dict(type='FocalLossCost', weight=2.0))
+
+
+def _focal_head(type, num_classes=3, embed_dims=EMBED, **kwargs):
+    return dict(
+        type=type, num_classes=num_classes, embed_dims=embed_dims,
+        loss_cls=dict(type='FocalLoss', use_sigmoid=True, gamma=2.0, alpha=0.25,
+                      loss_weight=2.0),
+        loss_bbox=dict(type='L1Loss', loss_weight=5.0),
+        loss_iou=dict(type='GIoULoss', loss_weight=2.0), **kwargs)
 
 
 def detr_cfg(type='DETR', **kwargs):
@@ -37,20 +74,10 @@ def detr_cfg(type='DETR', **kwargs):
         backbone=BACKBONE,
         neck=dict(type='ChannelMapper', in_channels=[128], kernel_size=1,
                   out_channels=EMBED, act_cfg=None, norm_cfg=None, num_outs=1),
-        encoder=dict(
-            num_layers=2,
-            layer_cfg=dict(
-                self_attn_cfg=dict(embed_dims=EMBED, num_heads=4, dropout=0.0,
-                                   batch_first=True),
-                ffn_cfg=_ffn())),
+        encoder=dict(num_layers=2, layer_cfg=dict(self_attn_cfg=_mha(), ffn_cfg=_ffn())),
         decoder=dict(
             num_layers=2,
-            layer_cfg=dict(
-                self_attn_cfg=dict(embed_dims=EMBED, num_heads=4, dropout=0.0,
-                                   batch_first=True),
-                cross_attn_cfg=dict(embed_dims=EMBED, num_heads=4, dropout=0.0,
-                                    batch_first=True),
-                ffn_cfg=_ffn()),
+            layer_cfg=dict(self_attn_cfg=_mha(), cross_attn_cfg=_mha(), ffn_cfg=_ffn()),
             return_intermediate=True),
         positional_encoding=dict(num_feats=EMBED // 2, normalize=True),
         bbox_head=dict(
@@ -61,14 +88,7 @@ def detr_cfg(type='DETR', **kwargs):
                           loss_weight=1.0, class_weight=1.0),
             loss_bbox=dict(type='L1Loss', loss_weight=5.0),
             loss_iou=dict(type='GIoULoss', loss_weight=2.0)),
-        train_cfg=dict(
-            assigner=dict(
-                type='HungarianAssigner',
-                match_costs=[
-                    dict(type='ClassificationCost', weight=1.),
-                    dict(type='BBoxL1Cost', weight=5.0, box_format='xywh'),
-                    dict(type='IoUCost', iou_mode='giou', weight=2.0)
-                ])),
+        train_cfg=_box_train_cfg(dict(type='ClassificationCost', weight=1.)),
         test_cfg=dict(max_per_img=5))
     cfg.update(kwargs)
     return copy.deepcopy(cfg)
@@ -93,56 +113,36 @@ def deformable_detr_cfg(type='DeformableDETR', num_levels=2, embed_dims=EMBED, *
                   num_outs=num_levels),
         encoder=dict(
             num_layers=2,
-            layer_cfg=dict(
-                self_attn_cfg=dict(embed_dims=embed_dims, num_heads=4, num_levels=num_levels,
-                                   num_points=2, batch_first=True),
-                ffn_cfg=_ffn(embed_dims))),
+            layer_cfg=dict(self_attn_cfg=_msda(embed_dims, num_levels),
+                           ffn_cfg=_ffn(embed_dims))),
         decoder=dict(
             num_layers=2,
             return_intermediate=True,
-            layer_cfg=dict(
-                self_attn_cfg=dict(embed_dims=embed_dims, num_heads=4, dropout=0.0,
-                                   batch_first=True),
-                cross_attn_cfg=dict(embed_dims=embed_dims, num_heads=4, num_levels=num_levels,
-                                    num_points=2, batch_first=True),
-                ffn_cfg=_ffn(embed_dims)),
+            layer_cfg=dict(self_attn_cfg=_mha(embed_dims),
+                           cross_attn_cfg=_msda(embed_dims, num_levels),
+                           ffn_cfg=_ffn(embed_dims)),
             post_norm_cfg=None),
         positional_encoding=dict(num_feats=embed_dims // 2, normalize=True, offset=-0.5),
-        bbox_head=dict(
-            type='DeformableDETRHead',
-            num_classes=3,
-            embed_dims=embed_dims,
-            sync_cls_avg_factor=True,
-            loss_cls=dict(type='FocalLoss', use_sigmoid=True, gamma=2.0, alpha=0.25,
-                          loss_weight=2.0),
-            loss_bbox=dict(type='L1Loss', loss_weight=5.0),
-            loss_iou=dict(type='GIoULoss', loss_weight=2.0)),
-        train_cfg=dict(
-            assigner=dict(
-                type='HungarianAssigner',
-                match_costs=[
-                    dict(type='FocalLossCost', weight=2.0),
-                    dict(type='BBoxL1Cost', weight=5.0, box_format='xywh'),
-                    dict(type='IoUCost', iou_mode='giou', weight=2.0)
-                ])),
+        bbox_head=_focal_head('DeformableDETRHead', embed_dims=embed_dims,
+                              sync_cls_avg_factor=True),
+        train_cfg=FOCAL_ASSIGNER,
         test_cfg=dict(max_per_img=6))
     cfg.update(kwargs)
     return copy.deepcopy(cfg)
 
 
-def build(cfg):
-    """Build a detector (mmdet or mmposenc type) under mmdet's default scope."""
-    from mmdet.utils import register_all_modules
+def _build(cfg, scope, name, register_all_modules):
+    """Build ``cfg`` from mmposenc's registry under ``scope`` (mmdet or mmseg) as the default
+    scope, then initialise its weights with mmengine's per-parameter log silenced."""
     from mmengine.logging import MMLogger
     from mmengine.registry import DefaultScope
 
     import mmposenc.models.detectors  # noqa: F401
     from mmposenc.registry import MODELS
     register_all_modules(init_default_scope=False)
-    name = f'mmposenc-test-{id(cfg)}'
-    with DefaultScope.overwrite_default_scope('mmdet'):
+    with DefaultScope.overwrite_default_scope(scope):
         if not DefaultScope.check_instance_created(name):
-            DefaultScope.get_instance(name, scope_name='mmdet')
+            DefaultScope.get_instance(name, scope_name=scope)
         model = MODELS.build(cfg)
     # DeformableDETR.level_embed is torch.Tensor(...) (uninitialised memory) until now;
     # mmengine logs every parameter's initialisation: keep that out of the test output
@@ -154,6 +154,12 @@ def build(cfg):
     finally:
         logger.setLevel(level)
     return model
+
+
+def build(cfg):
+    """Build a detector (mmdet or mmposenc type) under mmdet's default scope."""
+    from mmdet.utils import register_all_modules
+    return _build(cfg, 'mmdet', f'mmposenc-test-{id(cfg)}', register_all_modules)
 
 
 def packed_inputs(shapes, num_items=None, seed=0):
@@ -191,33 +197,13 @@ def samples_on_grid(img_shapes, batch_shape, stride=32):
     return samples
 
 
-def _focal_head(type, num_classes=3, embed_dims=EMBED, **kwargs):
-    return dict(
-        type=type, num_classes=num_classes, embed_dims=embed_dims,
-        loss_cls=dict(type='FocalLoss', use_sigmoid=True, gamma=2.0, alpha=0.25,
-                      loss_weight=2.0),
-        loss_bbox=dict(type='L1Loss', loss_weight=5.0),
-        loss_iou=dict(type='GIoULoss', loss_weight=2.0), **kwargs)
-
-
-FOCAL_ASSIGNER = dict(assigner=dict(
-    type='HungarianAssigner',
-    match_costs=[
-        dict(type='FocalLossCost', weight=2.0),
-        dict(type='BBoxL1Cost', weight=5.0, box_format='xywh'),
-        dict(type='IoUCost', iou_mode='giou', weight=2.0)
-    ]))
-
-
 def conditional_detr_cfg(type='ConditionalDETR', **kwargs):
     """A 2+2-layer Conditional-DETR on a quarter-width ResNet-18 C5 (width 256: mmdet's
     conditional spatial query is a 256-channel sine of the reference points)."""
     dims = 256
     cfg = detr_cfg(type=type)
     cfg['neck'].update(out_channels=dims)
-    cfg['encoder']['layer_cfg'] = dict(
-        self_attn_cfg=dict(embed_dims=dims, num_heads=8, dropout=0.0, batch_first=True),
-        ffn_cfg=_ffn(dims))
+    cfg['encoder']['layer_cfg'] = dict(self_attn_cfg=_mha(dims, num_heads=8), ffn_cfg=_ffn(dims))
     cfg['decoder']['layer_cfg'] = dict(
         self_attn_cfg=dict(embed_dims=dims, num_heads=8, attn_drop=0.0, cross_attn=False),
         cross_attn_cfg=dict(embed_dims=dims, num_heads=8, attn_drop=0.0, cross_attn=True),
@@ -277,8 +263,7 @@ def pixel_decoder_cfg(type='MSDeformAttnPixelDecoder', feat_channels=EMBED, **kw
     from mmengine.config import ConfigDict
     cfg = dict(
         type=type,
-        in_channels=[16, 32, 64, 128],
-        strides=[4, 8, 16, 32],
+        **C2_TO_C5,
         feat_channels=feat_channels,
         out_channels=feat_channels,
         num_outs=3,
@@ -286,11 +271,8 @@ def pixel_decoder_cfg(type='MSDeformAttnPixelDecoder', feat_channels=EMBED, **kw
         act_cfg=dict(type='ReLU'),
         encoder=dict(
             num_layers=2,
-            layer_cfg=dict(
-                self_attn_cfg=dict(embed_dims=feat_channels, num_heads=4, num_levels=3,
-                                   num_points=2, dropout=0.0, batch_first=True),
-                ffn_cfg=dict(embed_dims=feat_channels, feedforward_channels=2 * feat_channels,
-                             num_fcs=2, ffn_drop=0.0, act_cfg=dict(type='ReLU', inplace=True)))),
+            layer_cfg=dict(self_attn_cfg=_msda(feat_channels, 3, dropout=0.0),
+                           ffn_cfg=_ffn(feat_channels))),
         positional_encoding=dict(num_feats=feat_channels // 2, normalize=True))
     cfg.update(kwargs)
     return ConfigDict(copy.deepcopy(cfg))
@@ -303,8 +285,7 @@ def mask2former_head_cfg(type='Mask2FormerHead', pixel_decoder=None, num_things=
     num_classes = num_things + num_stuff
     cfg = dict(
         type=type,
-        in_channels=[16, 32, 64, 128],
-        strides=[4, 8, 16, 32],
+        **C2_TO_C5,
         feat_channels=EMBED,
         out_channels=EMBED,
         num_queries=5,
@@ -315,13 +296,7 @@ def mask2former_head_cfg(type='Mask2FormerHead', pixel_decoder=None, num_things=
         transformer_decoder=dict(
             return_intermediate=True,
             num_layers=2,
-            layer_cfg=dict(
-                self_attn_cfg=dict(embed_dims=EMBED, num_heads=4, dropout=0.0,
-                                   batch_first=True),
-                cross_attn_cfg=dict(embed_dims=EMBED, num_heads=4, dropout=0.0,
-                                    batch_first=True),
-                ffn_cfg=dict(embed_dims=EMBED, feedforward_channels=2 * EMBED, num_fcs=2,
-                             ffn_drop=0.0, act_cfg=dict(type='ReLU', inplace=True))),
+            layer_cfg=dict(self_attn_cfg=_mha(), cross_attn_cfg=_mha(), ffn_cfg=_ffn()),
             init_cfg=None),
         loss_cls=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=2.0,
                       reduction='mean', class_weight=[1.0] * num_classes + [0.1]),
@@ -340,6 +315,18 @@ def mask2former_head_cfg(type='Mask2FormerHead', pixel_decoder=None, num_things=
     return ConfigDict(copy.deepcopy(cfg))
 
 
+def _mask_train_cfg(scope=''):
+    """Mask2Former's point-sampled Hungarian matching (mmdet types; ``scope='mmdet.'`` from
+    mmseg)."""
+    return dict(
+        num_points=64, oversample_ratio=3.0, importance_sample_ratio=0.75,
+        assigner=dict(type=scope + 'HungarianAssigner', match_costs=[
+            dict(type=scope + 'ClassificationCost', weight=2.0),
+            dict(type=scope + 'CrossEntropyLossCost', weight=5.0, use_sigmoid=True),
+            dict(type=scope + 'DiceCost', weight=5.0, pred_act=True, eps=1.0)]),
+        sampler=dict(type=scope + 'MaskPseudoSampler'))
+
+
 def mask2former_cfg(head_type='Mask2FormerHead', decoder_type='MSDeformAttnPixelDecoder',
                     num_things=3, num_stuff=1, **decoder_kwargs):
     """mmdet's Mask2Former (instance + panoptic) of width 32 on a quarter-width ResNet-18."""
@@ -354,13 +341,7 @@ def mask2former_cfg(head_type='Mask2FormerHead', decoder_type='MSDeformAttnPixel
         panoptic_fusion_head=dict(type='MaskFormerFusionHead', num_things_classes=num_things,
                                   num_stuff_classes=num_stuff, loss_panoptic=None,
                                   init_cfg=None),
-        train_cfg=dict(
-            num_points=64, oversample_ratio=3.0, importance_sample_ratio=0.75,
-            assigner=dict(type='HungarianAssigner', match_costs=[
-                dict(type='ClassificationCost', weight=2.0),
-                dict(type='CrossEntropyLossCost', weight=5.0, use_sigmoid=True),
-                dict(type='DiceCost', weight=5.0, pred_act=True, eps=1.0)]),
-            sampler=dict(type='MaskPseudoSampler')),
+        train_cfg=_mask_train_cfg(),
         test_cfg=dict(panoptic_on=True, semantic_on=False, instance_on=True, max_per_image=5,
                       iou_thr=0.8, filter_low_score=True),
         init_cfg=None)
@@ -380,13 +361,7 @@ def seg_mask2former_cfg(head_type='Mask2FormerHead',
     head['type'] = head_type
     head.update(
         align_corners=False,
-        train_cfg=dict(
-            num_points=64, oversample_ratio=3.0, importance_sample_ratio=0.75,
-            assigner=dict(type='mmdet.HungarianAssigner', match_costs=[
-                dict(type='mmdet.ClassificationCost', weight=2.0),
-                dict(type='mmdet.CrossEntropyLossCost', weight=5.0, use_sigmoid=True),
-                dict(type='mmdet.DiceCost', weight=5.0, pred_act=True, eps=1.0)]),
-            sampler=dict(type='mmdet.MaskPseudoSampler')))
+        train_cfg=_mask_train_cfg(scope='mmdet.'))
     cfg = dict(
         type='EncoderDecoder',
         data_preprocessor=dict(type='SegDataPreProcessor', mean=PREPROCESSOR['mean'],
@@ -401,26 +376,8 @@ def seg_mask2former_cfg(head_type='Mask2FormerHead',
 
 def build_seg(cfg):
     """Build an mmseg segmentor (mmseg or mmposenc types) under mmseg's default scope."""
-    from mmengine.logging import MMLogger
-    from mmengine.registry import DefaultScope
     from mmseg.utils import register_all_modules
-
-    import mmposenc.models.detectors  # noqa: F401
-    from mmposenc.registry import MODELS
-    register_all_modules(init_default_scope=False)
-    name = f'mmposenc-seg-test-{id(cfg)}'
-    with DefaultScope.overwrite_default_scope('mmseg'):
-        if not DefaultScope.check_instance_created(name):
-            DefaultScope.get_instance(name, scope_name='mmseg')
-        model = MODELS.build(cfg)
-    logger = MMLogger.get_current_instance()
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        model.init_weights()
-    finally:
-        logger.setLevel(level)
-    return model
+    return _build(cfg, 'mmseg', f'mmposenc-seg-test-{id(cfg)}', register_all_modules)
 
 
 def seg_inputs(shapes, num_classes=4, seed=0):
