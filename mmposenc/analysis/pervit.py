@@ -8,8 +8,12 @@
 * :func:`region_radii`, :func:`region_scores`, :func:`classify_heads` (Eq. 11, 36-38): the
   distances ``||q - k||`` in token steps are split at ``r = sqrt(HW theta / (220 pi))`` for
   ``theta = 5, 40, 120, 220`` degrees (1.19 / 3.37 / 5.83 / 7.90 on 14 x 14 tokens) into
-  central / para-central / mid / far peripheral; a head is the region maximising
-  ``1/|P|^2 sum_{q,k} Phi_p[q, k] 1[||q - k|| in I_p]``.
+  central / para-central / mid / far peripheral; a head is the region whose pairs ``(q, k)``
+  have the largest mean ``Phi_p[q, k]`` (the "average of its attention scores which fall in
+  visual region p" of Sec. 4.1). ``normalize='eq11'`` gives Eq. 11 / 36 as printed,
+  ``1/|P|^2 sum_{q,k} Phi_p[q, k] 1[||q - k|| in I_p]``: ``|P|^2`` is the same for every
+  region, so that argmax ranks the rings by their total attention mass and favours the rings
+  with the most pairs (a uniform ``Phi_p`` is mid-peripheral on 5 x 5 tokens).
 * :func:`attention_measures` runs a model on images and collects all of them per layer and
   head, with the per-layer counts of Fig. 5 (the CPE and the FFN's two linear layers counted
   as central, footnote 7); :func:`plot_regions`, :func:`plot_impact`,
@@ -108,39 +112,69 @@ def region_masks(hw_shape: Sequence[int], radii: Optional[Sequence[float]] = Non
     return torch.stack([(d >= lo) & (d < hi) for lo, hi in zip(bounds[:-1], bounds[1:])])
 
 
+#: the region scores of :func:`region_scores`: the mean inside each region (default, as the
+#: sentence before Eq. 11 says) or Eq. 11 / 36 as printed (divided by ``|P|^2``)
+NORMALIZE_MODES = ('mean', 'eq11')
+
+
 def region_scores(phi: torch.Tensor, hw_shape: Sequence[int],
                   radii: Optional[Sequence[float]] = None,
-                  normalize: str = 'pairs') -> torch.Tensor:
-    """The bracket of Eq. 11 for every region: ``(..., regions)``.
+                  normalize: str = 'mean') -> torch.Tensor:
+    """The score of every peripheral region (Eq. 11, 36): ``(..., regions)``.
 
     Args:
-        phi (Tensor): ``(..., N, N)``.
+        phi (Tensor): ``(..., N, N)``, queries x keys.
         hw_shape (Sequence[int]): ``(H, W)``.
         radii (Sequence[float], optional): Defaults to :func:`region_radii`.
-        normalize (str): ``'pairs'``: divide by ``|P|^2`` (Eq. 11 / 36 as written);
-            ``'region'``: by the number of pairs in the region (the mean score inside it).
-            Defaults to 'pairs'.
+        normalize (str): ``'mean'``: the mean of ``phi[q, k]`` over the pairs ``(q, k)`` whose
+            distance falls in the region (``sum / #pairs in I_p``; 0 for a region without
+            pairs), "the average of its attention scores which fall in visual region p" of
+            Sec. 4.1; ``'eq11'``: Eq. 11 / 36 as printed, ``sum / |P|^2``, i.e. the region's
+            share of the total attention mass (``|P|^2`` is a constant, so its argmax favours
+            the regions with the most pairs). Defaults to 'mean'.
+
+    Returns:
+        Tensor: ``(..., regions)`` in the order of :data:`REGIONS`.
+
+    Examples:
+        >>> ones = torch.ones(25, 25, dtype=torch.float64)  # uniform, 5 x 5 tokens
+        >>> region_scores(ones, (5, 5))  # the same mean in every region
+        tensor([1., 1., 1., 1.], dtype=torch.float64)
+        >>> (region_scores(ones, (5, 5), normalize='eq11') * 625).round()  # pairs per region
+        tensor([ 25.,  80., 124.,  96.], dtype=torch.float64)
     """
+    if normalize not in NORMALIZE_MODES:
+        raise ValueError(f"normalize must be 'mean' or 'eq11', got {normalize!r}")
     _check_square(phi, hw_shape)
     masks = region_masks(hw_shape, radii, device=phi.device).to(phi.dtype)
     sums = torch.einsum('...qk,rqk->...r', phi, masks)
-    if normalize == 'pairs':
+    if normalize == 'eq11':
         return sums / phi.shape[-1]**2
-    if normalize == 'region':
-        return sums / masks.sum(dim=(-2, -1)).clamp_min(1)
-    raise ValueError(f"normalize must be 'pairs' or 'region', got {normalize!r}")
+    return sums / masks.sum(dim=(-2, -1)).clamp_min(1)
 
 
 def classify_heads(phi_p: torch.Tensor, hw_shape: Sequence[int],
                    radii: Optional[Sequence[float]] = None,
-                   normalize: str = 'pairs') -> List[str]:
+                   normalize: str = 'mean') -> List[str]:
     """Peripheral region of each head (Eq. 11): the argmax of :func:`region_scores`.
+
+    Ties go to the inner region (a uniform ``Phi_p`` is central with ``'mean'``).
 
     Args:
         phi_p (Tensor): ``(heads, N, N)``.
+        hw_shape (Sequence[int]): ``(H, W)``.
+        radii (Sequence[float], optional): Defaults to :func:`region_radii`.
+        normalize (str): ``'mean'`` (the mean score inside each region) or ``'eq11'`` (Eq. 11
+            as printed); see :func:`region_scores`. Defaults to 'mean'.
 
     Returns:
         list[str]: one of :data:`REGIONS` per head.
+
+    Examples:
+        >>> phi = torch.full((1, 25, 25), 0.5, dtype=torch.float64)
+        >>> _ = phi[0].fill_diagonal_(1.0)  # the query itself scores highest
+        >>> classify_heads(phi, (5, 5)), classify_heads(phi, (5, 5), normalize='eq11')
+        (['central'], ['mid-peripheral'])
     """
     scores = region_scores(phi_p.detach().double(), hw_shape, radii, normalize)
     return [REGIONS[int(i)] for i in scores.reshape(-1, scores.shape[-1]).argmax(-1)]
@@ -164,14 +198,16 @@ def _central_transforms(block) -> int:
 
 
 @torch.no_grad()
-def attention_measures(model: torch.nn.Module, batches, normalize: str = 'pairs') -> Dict:
+def attention_measures(model: torch.nn.Module, batches, normalize: str = 'mean') -> Dict:
     """Psi, Omega and the peripheral regions of every MPA layer and head over images.
 
     Args:
         model (nn.Module): A PerViT backbone, or a model whose ``backbone`` is one (or any
             model with :class:`~mmposenc.models.layers.MPA` layers); put in eval mode.
         batches (Iterable[Tensor]): Preprocessed image batches ``(B, 3, H, W)``.
-        normalize (str): Of :func:`region_scores`. Defaults to 'pairs' (Eq. 11).
+        normalize (str): Of :func:`region_scores`: ``'mean'`` (the mean score inside each
+            region) or ``'eq11'`` (Eq. 11 as printed, divided by ``|P|^2``). Defaults to
+            'mean'.
 
     Returns:
         dict: ``num_images``, ``hw_shape``, ``radii`` and ``layers``: one dict per MPA with

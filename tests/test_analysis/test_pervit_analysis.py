@@ -1,6 +1,7 @@
 """PerViT analysis: impact Psi (Eq. 12), nonlocality Omega (Eq. 13), peripheral regions (Eq.
-11, 36-38) on hand-computable cases and against literal loops, measures over images, figures,
-and tools/analysis/pervit_analysis.py on two images."""
+11, 36-38; the mean inside each region by default, Eq. 11 as printed with normalize='eq11') on
+hand-computable cases and against literal loops, measures over images, figures, and
+tools/analysis/pervit_analysis.py on two images."""
 import glob
 import importlib.util
 import json
@@ -12,8 +13,8 @@ import torch
 
 from mmposenc.analysis import (REGIONS, attention_measures, classify_heads, collect_phi_p,
                                impact, nonlocality, plot_impact, plot_nonlocality, plot_phi_p,
-                               plot_regions, region_counts, region_radii, region_scores,
-                               token_distances)
+                               plot_regions, region_counts, region_masks, region_radii,
+                               region_scores, token_distances)
 from mmposenc.models.backbones import PerViT
 from mmposenc.models.layers import pairwise_distances
 
@@ -40,45 +41,87 @@ def test_region_scores_hand_computed_on_5x5():
     """Uniform Phi on 5 x 5 tokens, radii 0.43 / 1.20 / 2.08 / 2.82: ordered pairs at distance
     0 | 1 | sqrt2, 2 | sqrt5 are 25 | 80 | 64 + 60 | 96 (sqrt8 = 2.83 lies beyond 2.82)."""
     ones = torch.ones(25, 25, dtype=torch.float64)
+    # default: the mean score inside each region; a uniform Phi ties, the first region wins
+    torch.testing.assert_close(region_scores(ones, (5, 5)), torch.ones(4, dtype=torch.float64))
+    assert classify_heads(ones[None], (5, 5)) == ['central']
+    # Eq. 11 as printed: the pairs of each region over |P|^2 = 625
     expected = torch.tensor([25., 80., 124., 96.], dtype=torch.float64) / 625
-    torch.testing.assert_close(region_scores(ones, (5, 5)), expected)
-    assert classify_heads(ones[None], (5, 5)) == ['mid-peripheral']
-    # the mean score inside each region: a uniform Phi ties, the first region wins
-    torch.testing.assert_close(region_scores(ones, (5, 5), normalize='region'),
-                               torch.ones(4, dtype=torch.float64))
-    with pytest.raises(ValueError, match='normalize'):
-        region_scores(ones, (5, 5), normalize='max')
+    torch.testing.assert_close(region_scores(ones, (5, 5), normalize='eq11'), expected)
+    assert classify_heads(ones[None], (5, 5), normalize='eq11') == ['mid-peripheral']
+    for bad in ('max', 'pairs', 'region'):  # 'pairs' / 'region': the former names
+        with pytest.raises(ValueError, match="'mean' or 'eq11'"):
+            region_scores(ones, (5, 5), normalize=bad)
 
 
-def test_known_rings_are_classified_by_their_region():
+def test_mean_and_eq11_differ_where_they_must():
+    """Eq. 11's |P|^2 is the same for every region, so the printed form ranks the regions by
+    their total mass: it sends a uniform Phi_p (and one that is highest at the query) to the
+    region with the most pairs, where the mean inside each region ties (uniform) or picks the
+    region of the highest scores (central)."""
+    for hw in [(5, 5), (14, 14), (6, 9)]:
+        n = hw[0] * hw[1]
+        pairs = region_masks(hw).sum(dim=(-2, -1))
+        most_pairs = REGIONS[int(pairs.argmax())]
+        assert most_pairs != 'central'
+        uniform = torch.full((1, n, n), 0.25, dtype=torch.float64)  # exact sums
+        mean = region_scores(uniform, hw)
+        assert mean.eq(0.25).all()  # exactly equal in every region
+        assert classify_heads(uniform, hw) == ['central']  # the tie goes to the inner region
+        assert classify_heads(uniform, hw, normalize='eq11') == [most_pairs]
+        torch.testing.assert_close(region_scores(uniform, hw, normalize='eq11'),
+                                   0.25 * pairs[None].double() / n**2)
+        peaked = uniform.clone()
+        peaked[0].fill_diagonal_(1.0)  # the query scores 1, every other key 0.25
+        assert classify_heads(peaked, hw) == ['central']
+        assert classify_heads(peaked, hw, normalize='eq11') == [most_pairs]
+    # 14 x 14 (the README's counts): the printed form picks mid-peripheral, the most pairs
+    assert region_masks((14, 14)).sum(dim=(-2, -1)).tolist() == [924, 4932, 8476, 7420]
+
+
+@pytest.mark.parametrize('normalize', ['mean', 'eq11'])
+def test_known_rings_are_classified_by_their_region(normalize):
     hw = (14, 14)
     d = token_distances(hw)
     r = region_radii(hw)
     rings = [d < r[0], (d >= r[0]) & (d < r[1]), (d >= r[1]) & (d < r[2]),
              (d >= r[2]) & (d < r[3])]
     phi = torch.stack(rings).double() * 0.9 + 0.01  # a ring on a small floor
-    assert classify_heads(phi, hw) == list(REGIONS)
-    assert classify_heads(torch.eye(196)[None], hw) == ['central']
+    assert classify_heads(phi, hw, normalize=normalize) == list(REGIONS)
+    assert classify_heads(torch.eye(196)[None], hw, normalize=normalize) == ['central']
 
 
-def test_region_scores_and_nonlocality_equal_literal_sums():
-    """Eq. 11 and 13 written as loops over (q, k) on a random Phi of a 3 x 4 grid."""
+@pytest.mark.parametrize('hw', [(3, 4), (5, 6)])
+def test_region_scores_and_nonlocality_equal_literal_sums(hw):
+    """Eq. 11 and 13 written as loops over (q, k) on a random Phi: the default is the mean of
+    Phi over the pairs of each region (0 for a region without pairs: on 3 x 4 tokens no
+    distance falls in [0.29, 0.83) or [1.44, 1.95)), 'eq11' the sum over |P|^2."""
     torch.manual_seed(0)
-    hw = (3, 4)
-    phi = torch.rand(2, 12, 12, dtype=torch.float64)
+    h, w = hw
+    n = h * w
+    phi = torch.rand(2, n, n, dtype=torch.float64)
     bounds = [0.0] + region_radii(hw)
-    coords = [(y, x) for y in range(3) for x in range(4)]
-    scores = torch.zeros(2, 4, dtype=torch.float64)
+    coords = [(y, x) for y in range(h) for x in range(w)]
+    sums = torch.zeros(2, 4, dtype=torch.float64)
+    pairs = [0] * 4
     omega = torch.zeros(2, dtype=torch.float64)
     for qi, (qy, qx) in enumerate(coords):
         for ki, (ky, kx) in enumerate(coords):
             tokens = math.hypot(qy - ky, qx - kx)
-            normed = math.hypot((qy - ky) * 2 / 2, (qx - kx) * 2 / 3)  # [-1, 1] per axis
-            omega += phi[:, qi, ki] * normed / 144
+            normed = math.hypot((qy - ky) * 2 / (h - 1), (qx - kx) * 2 / (w - 1))  # [-1, 1]
+            omega += phi[:, qi, ki] * normed / n**2
             for p in range(4):
                 if bounds[p] <= tokens < bounds[p + 1]:
-                    scores[:, p] += phi[:, qi, ki] / 144
-    torch.testing.assert_close(region_scores(phi, hw), scores)
+                    sums[:, p] += phi[:, qi, ki]
+                    pairs[p] += 1
+    assert sum(pairs) < n**2  # the far corners lie beyond r_f
+    assert pairs.count(0) == (2 if hw == (3, 4) else 0)
+    means = torch.stack([sums[:, p] / pairs[p] if pairs[p] else sums[:, p] * 0
+                         for p in range(4)], dim=-1)
+    torch.testing.assert_close(region_scores(phi, hw), means)
+    torch.testing.assert_close(region_scores(phi, hw, normalize='eq11'), sums / n**2)
+    assert classify_heads(phi, hw) == [REGIONS[int(i)] for i in means.argmax(-1)]
+    assert classify_heads(phi, hw, normalize='eq11') == [REGIONS[int(i)] for i in
+                                                         sums.argmax(-1)]
     torch.testing.assert_close(nonlocality(phi, hw), omega)
 
 
@@ -147,7 +190,12 @@ def test_attention_measures_over_images(tmp_path):
                                nonlocality(maps['phi_c'], (4, 5)).mean(0))
     torch.testing.assert_close(torch.tensor(layer['omega_p'], dtype=torch.float64),
                                nonlocality(maps['phi_p'][0], (4, 5)))
+    assert result['normalize'] == 'mean'
     assert layer['regions'] == classify_heads(maps['phi_p'][0], (4, 5))
+    eq11 = attention_measures(model, batches[:1], normalize='eq11')
+    assert eq11['normalize'] == 'eq11'
+    assert eq11['layers'][2]['regions'] == classify_heads(maps['phi_p'][0], (4, 5),
+                                                          normalize='eq11')
     # Fig. 5: heads + CPE + the FFN's two linear layers, the latter three central
     counts = region_counts(result)
     assert all(sum(c) == 2 + 3 for c in counts) and all(c[0] >= 3 for c in counts)
@@ -211,6 +259,19 @@ def test_tool_on_two_images(tmp_path, coco128_root):
                  'fig8_nonlocality.png'):
         assert _is_png(out / name), name
     # without images: Phi_p only (Omega_p, regions, Fig. 4 and 5)
+    torch.manual_seed(0)  # the same initial weights in the three builds below
     phi_only = tool.main([str(cfg), '--hw', '6', '7', '--out-dir', str(tmp_path / 'p')])
     assert 'psi_p' not in phi_only['layers'][0] and phi_only['layers'][0]['regions']
     assert _is_png(tmp_path / 'p' / 'fig5_regions.png')
+    # --normalize: 'mean' by default, 'eq11' one flag away, both the library's classification
+    torch.manual_seed(0)
+    phis = collect_phi_p(tool.build(tool.parse_args([str(cfg)]))[0].backbone, (6, 7))
+    assert phi_only['normalize'] == 'mean'
+    assert [layer['regions'] for layer in phi_only['layers']] == [
+        classify_heads(phi, (6, 7)) for phi in phis]
+    torch.manual_seed(0)
+    eq11 = tool.main([str(cfg), '--hw', '6', '7', '--normalize', 'eq11', '--out-dir',
+                      str(tmp_path / 'e')])
+    assert eq11['normalize'] == 'eq11'
+    assert [layer['regions'] for layer in eq11['layers']] == [
+        classify_heads(phi, (6, 7), normalize='eq11') for phi in phis]

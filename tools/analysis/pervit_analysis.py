@@ -5,8 +5,11 @@ ImageNet test pipeline of the configs (short side 256, bicubic; centre crop 224;
 data preprocessor), and reports per layer and head, averaged over the images:
 
 * Psi_p, Psi_c (Eq. 12), Omega_p, Omega_c, Omega_a (Eq. 13);
-* the peripheral region of each head (Eq. 11, radii of Eq. 38), with the CPE and the FFN
-  counted as central for the proportions of Fig. 5;
+* the peripheral region of each head (Eq. 11, radii of Eq. 38): the region with the largest
+  mean Phi_p over its (q, k) pairs (``--normalize mean``, the default; the text of Sec. 4.1),
+  or with the largest sum divided by |P|^2 (``--normalize eq11``, Eq. 11 as printed, which
+  ranks the regions by total attention mass), with the CPE and the FFN counted as central for
+  the proportions of Fig. 5;
 
 and writes ``measures.json`` and the PNGs ``fig4_phi_p.png``, ``fig5_regions.png``,
 ``fig7_impact.png``, ``fig8_nonlocality.png`` to ``--out-dir``. Without ``--images`` only the
@@ -34,9 +37,10 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposenc.analysis import (attention_measures, classify_heads,  # noqa: E402
-                               collect_phi_p, nonlocality, plot_impact, plot_nonlocality,
-                               plot_phi_p, plot_regions, region_radii, region_scores)
+from mmposenc.analysis import (NORMALIZE_MODES, attention_measures,  # noqa: E402
+                               classify_heads, collect_phi_p, nonlocality, plot_impact,
+                               plot_nonlocality, plot_phi_p, plot_regions, region_radii,
+                               region_scores)
 
 #: the test pipeline of configs/pervit/*_in1k.py (mmpretrain's imagenet_bs64_swin_224)
 DEFAULT_PIPELINE = [
@@ -65,9 +69,13 @@ def parse_args(argv=None):
                         help='token grid without --images')
     parser.add_argument('--query', type=int, nargs=2, default=None,
                         help='query (row, col) of Fig. 4; defaults to the centre')
-    parser.add_argument('--normalize', choices=['pairs', 'region'], default='pairs',
-                        help="Eq. 11 as written ('pairs', divide by |P|^2) or the mean score "
-                        "inside each region ('region')")
+    parser.add_argument('--normalize', choices=list(NORMALIZE_MODES), default='mean',
+                        help="region score of the head classification: 'mean' (default) is "
+                        'the mean Phi_p over the (q, k) pairs whose distance falls in the '
+                        "region (the text of Sec. 4.1: 'the average of its attention scores "
+                        "which fall in visual region p'); 'eq11' is Eq. 11 / 36 as printed, "
+                        'the sum divided by the constant |P|^2, so it picks the region with '
+                        'the most attention mass and favours the regions with the most pairs')
     parser.add_argument('--out-dir', default='work_dirs/pervit_analysis')
     return parser.parse_args(argv)
 
