@@ -180,8 +180,9 @@ def _seg_config(tmp_path, num_classes, reduce, dataset):
 
 @pytest.mark.slow
 def test_mask2former_semantic_on_ade20k_sample(ade20k_sample_root, tmp_path):
-    """mmseg's Mask2Former with the PEG pixel decoder: IoUMetric on the ADE20K sample (test
-    images padded to a multiple of 32 by mmseg's preprocessor: the masked path)."""
+    """mmseg's Mask2Former with the PEG pixel decoder: IoUMetric on the ADE20K sample (real
+    ADE20K images and label maps through mmseg's own pipeline and preprocessor; the padding
+    invariance itself is asserted in tests/test_detectors/test_encoder_pos_models.py)."""
     root = ade20k_sample_root.rstrip('/') + '/sampleData/'
     dataset = f"""dict(type='ADE20KDataset', data_root='{root}',
         data_prefix=dict(img_path='images', seg_map_path='annotations'), pipeline=PIPE)"""
