@@ -403,6 +403,32 @@ def test_gradients_reach_every_peg_parameter(name, encoder_pos):
 
 
 @pytest.mark.parametrize('name', NAMES)
+def test_peg_init_cfg_is_applied_after_the_host_initialisation(name):
+    """An ``init_cfg`` in ``peg_cfg`` is the PEGs' initialisation: neither the host's xavier on
+    the encoder weights nor the PEG convolutions' default reset (in ``init_weights``) may
+    overwrite it, also when ``init_weights`` runs a second time."""
+    peg_type = ('mmposenc.MaskedPEG' if SPECS[name]['kind'] == 'detr' else
+                'mmposenc.MultiLevelMaskedPEG')
+    init_cfg = [dict(type='Constant', layer='Conv2d', val=0.25),
+                dict(type='Constant', layer='_BatchNorm', val=0.5, bias=0.125)]
+    model = build_model(name, 'peg', peg_after=(-1, 0),
+                        peg_cfg=dict(type=peg_type, init_cfg=init_cfg))
+    for _ in range(2):  # build_model initialised once; a second init_weights keeps it
+        convs = [m for m in encoder_of(model).pegs.modules() if isinstance(m, nn.Conv2d)]
+        norms = [m for m in encoder_of(model).pegs.modules() if isinstance(m, nn.BatchNorm2d)]
+        assert convs and norms
+        assert all(bool((m.weight == 0.25).all()) for m in convs)
+        assert all(bool((m.weight == 0.5).all() and (m.bias == 0.125).all()) for m in norms)
+        model.init_weights()
+    # without an init_cfg the PEG convolutions get torch's default (kaiming-uniform bound
+    # 1 / sqrt(fan_in) for a depthwise 3x3 kernel), not the host's xavier
+    model = build_model(name, 'peg', peg_after=(0, ))
+    for m in encoder_of(model).pegs.modules():
+        if isinstance(m, nn.Conv2d):
+            assert float(m.weight.abs().max()) <= 1 / 3 and float(m.weight.std()) > 0.05
+
+
+@pytest.mark.parametrize('name', NAMES)
 def test_state_dict_is_stock_plus_pegs_and_bad_config_raises(name):
     stock = set(build_model(name).state_dict())
     ours = set(build_model(name, 'sine+peg', peg_after=(-1, 1)).state_dict())

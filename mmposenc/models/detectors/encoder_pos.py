@@ -39,7 +39,7 @@ import torch
 from mmdet.models.layers import (DABDetrTransformerEncoder, DeformableDetrTransformerEncoder,
                                  DetrTransformerEncoder, Mask2FormerTransformerEncoder)
 from mmdet.structures import OptSampleList
-from mmengine.model import ModuleList
+from mmengine.model import BaseModule, ModuleList, initialize
 from torch import Tensor, nn
 
 from mmposenc.registry import MODELS
@@ -340,12 +340,17 @@ class EncoderPosMixin:
 
     def init_weights(self) -> None:
         """The host's initialisation, then the PEG convolutions get their own default (the
-        hosts' xavier on every >1-dim encoder weight is not meant for a depthwise kernel)."""
+        hosts' xavier on every >1-dim encoder weight is not meant for a depthwise kernel),
+        then the ``init_cfg`` of the PEGs' modules, if any (the hosts' initialisation runs
+        after their children's and would overwrite it)."""
         super().init_weights()
         for peg in self.encoder.pegs:
             for m in peg.modules():
                 if isinstance(m, nn.Conv2d):
                     m.reset_parameters()
+            for m in peg.modules():  # outer modules first, as BaseModule.init_weights
+                if isinstance(m, BaseModule) and m.init_cfg:
+                    initialize(m, m.init_cfg)
 
     def _build_cape(self, embed_dims: int) -> Optional[nn.Module]:
         """The encoder's CAPE (``cape_cfg``, ``embed_dims`` filled in), None without CAPE."""
