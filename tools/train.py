@@ -52,15 +52,33 @@ def _dict_action():
     return DictAction
 
 
+#: Arguments of mmengine's ``AmpOptimWrapper`` that ``BF16OptimWrapper`` does not take, and
+#: the reverse (an fp16 config of mmdet / mmseg names ``loss_scale``)
+AMP_ONLY_KEYS = ('loss_scale', 'dtype', 'use_fsdp')
+BF16_ONLY_KEYS = ('device_type', )
+
+
+def apply_amp(cfg):
+    """``--amp``: this machine's mixed-precision optimizer wrapper, without the arguments of
+    the other kind that the config may hold; dynamic loss scaling unless the config sets one."""
+    from mmposenc.engine import amp_optim_wrapper_type
+    wrapper = cfg.optim_wrapper
+    wrapper.type = amp_optim_wrapper_type()
+    if wrapper.type == 'AmpOptimWrapper':
+        for key in BF16_ONLY_KEYS:
+            wrapper.pop(key, None)
+        wrapper.setdefault('loss_scale', 'dynamic')
+    else:
+        for key in AMP_ONLY_KEYS:
+            wrapper.pop(key, None)
+
+
 def main(argv=None):
     args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
 
     if args.amp:
-        from mmposenc.engine import amp_optim_wrapper_type
-        cfg.optim_wrapper.type = amp_optim_wrapper_type()
-        if cfg.optim_wrapper.type == 'AmpOptimWrapper':
-            cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+        apply_amp(cfg)
     if args.auto_scale_lr:
         if 'auto_scale_lr' not in cfg or 'base_batch_size' not in cfg.auto_scale_lr:
             raise RuntimeError('--auto-scale-lr needs `auto_scale_lr = dict('

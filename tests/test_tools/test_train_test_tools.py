@@ -88,3 +88,46 @@ def test_amp_picks_a_wrapper_that_runs_here():
     import torch
     expected = 'AmpOptimWrapper' if torch.cuda.is_available() else 'mmposenc.BF16OptimWrapper'
     assert amp_optim_wrapper_type() == expected
+
+
+def _train_tool():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'mmposenc_tools_train', osp.join(REPO_ROOT, 'tools', 'train.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize('cuda', [False, True])
+def test_amp_converts_a_wrapper_config_of_the_other_kind(cuda, monkeypatch):
+    """--amp on an fp16 config (mmdet's / mmseg's ``AmpOptimWrapper`` with ``loss_scale``) on a
+    CPU machine gives a BF16OptimWrapper that builds (no AmpOptimWrapper-only arguments left),
+    and on a CUDA machine a BF16OptimWrapper config gives an AmpOptimWrapper without
+    ``device_type``; a plain OptimWrapper config gets dynamic loss scaling on CUDA."""
+    import torch
+    from mmengine.config import Config
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: cuda)
+    train = _train_tool()
+    sgd = dict(type='SGD', lr=0.1)
+    if cuda:
+        cfg = Config(dict(optim_wrapper=dict(type='mmposenc.BF16OptimWrapper', device_type='cpu',
+                                             optimizer=sgd, clip_grad=None)))
+        train.apply_amp(cfg)
+        assert cfg.optim_wrapper.to_dict() == dict(type='AmpOptimWrapper', optimizer=sgd,
+                                                   clip_grad=None, loss_scale='dynamic')
+        cfg = Config(dict(optim_wrapper=dict(type='AmpOptimWrapper', loss_scale=512.,
+                                             optimizer=sgd)))
+        train.apply_amp(cfg)  # the config's own loss scale stays
+        assert cfg.optim_wrapper.to_dict() == dict(type='AmpOptimWrapper', loss_scale=512.,
+                                                   optimizer=sgd)
+        return
+    from mmengine.optim import build_optim_wrapper
+
+    from mmposenc.engine import BF16OptimWrapper
+    cfg = Config(dict(optim_wrapper=dict(type='AmpOptimWrapper', loss_scale=512.,
+                                         dtype='float16', optimizer=sgd)))
+    train.apply_amp(cfg)
+    assert cfg.optim_wrapper.to_dict() == dict(type='mmposenc.BF16OptimWrapper', optimizer=sgd)
+    wrapper = build_optim_wrapper(torch.nn.Linear(2, 2), cfg.optim_wrapper)
+    assert isinstance(wrapper, BF16OptimWrapper)
