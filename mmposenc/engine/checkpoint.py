@@ -254,21 +254,41 @@ def state_dict_mismatch(model, checkpoint, revise_keys=((r'^module\.', ''), )):
         checkpoint (dict): A loaded checkpoint or state dict.
         revise_keys (Sequence[tuple]): ``(pattern, replacement)`` applied to the keys.
 
+    The model's load-state-dict pre-hooks run first on a copy of the state dict, as they run
+    when mmengine loads it (e.g. CPVT resizes a position embedding of another image size), so
+    what they adapt counts as fitting.
+
     Returns:
         dict: ``missing`` (model keys the checkpoint lacks, BN ``num_batches_tracked``
         excepted), ``unexpected`` (checkpoint keys the model lacks) and ``shape``
         (``key -> (checkpoint shape, model shape)``).
     """
-    state = dict(checkpoint.get('state_dict', checkpoint))
+    source = checkpoint.get('state_dict', checkpoint)
+    metadata = getattr(source, '_metadata', None) or {}
+    state = dict(source)
     for pattern, repl in revise_keys:
         state = {re.sub(pattern, repl, k): v for k, v in state.items()}
     state.pop('_metadata', None)
+    _run_load_pre_hooks(model, state, metadata)
     own = model.state_dict()
     shape = {k: (tuple(state[k].shape), tuple(v.shape)) for k, v in own.items()
              if k in state and hasattr(state[k], 'shape') and state[k].shape != v.shape}
     return dict(
         missing=[k for k in own if k not in state and not k.endswith('num_batches_tracked')],
         unexpected=[k for k in state if k not in own], shape=shape)
+
+
+def _run_load_pre_hooks(model, state, metadata):
+    """Run every module's load-state-dict pre-hooks on ``state`` (in place), parents first,
+    as ``load_state_dict`` runs them (non-strict; what they report is dropped)."""
+    missing, unexpected, errors = [], [], []
+    for name, module in model.named_modules():
+        hooks = getattr(module, '_load_state_dict_pre_hooks', None)
+        if not hooks:
+            continue
+        prefix = f'{name}.' if name else ''
+        for hook in list(hooks.values()):
+            hook(state, prefix, metadata.get(name, {}), False, missing, unexpected, errors)
 
 
 def describe_mismatch(mismatch):

@@ -205,3 +205,28 @@ def test_allowlist_is_scoped_to_our_loader(runner_checkpoint):
     assert list(get_safe_globals()) == before
     with pytest.raises(Exception, match='Weights only load failed'):
         torch.load(osp.join(runner_checkpoint, 'iter_2.pth'))
+
+
+def test_mismatch_check_sees_the_checkpoint_as_the_models_load_hooks_leave_it():
+    """tools/test.py refuses a checkpoint that does not fit (:func:`state_dict_mismatch`): a
+    checkpoint that the model's own load-state-dict pre-hooks adapt (CPVT's position embedding
+    of another image size, resized on load) fits and must not be refused; the checkpoint
+    itself is left unchanged, and a real mismatch is still reported."""
+    from mmengine.runner.checkpoint import load_state_dict
+
+    from mmposenc.engine import describe_mismatch, state_dict_mismatch
+    from mmposenc.models.backbones import CPVT
+    arch = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+    model = CPVT(arch, with_pos_embed=True, img_size=64)  # a 4 x 4 grid
+    other = CPVT(arch, with_pos_embed=True, img_size=128)  # trained at 8 x 8
+    checkpoint = {'state_dict': {'backbone.' + k: v for k, v in other.state_dict().items()}}
+    wrapped = nn.Module()
+    wrapped.backbone = model
+    before = checkpoint['state_dict']['backbone.pos_embed']
+    assert describe_mismatch(state_dict_mismatch(wrapped, checkpoint)) == ''
+    assert checkpoint['state_dict']['backbone.pos_embed'] is before
+    load_state_dict(wrapped, checkpoint['state_dict'], strict=True)  # as mmengine loads it
+    narrow = CPVT(dict(arch, embed_dims=16), with_pos_embed=True, img_size=128)
+    mismatch = state_dict_mismatch(wrapped, {'backbone.' + k: v
+                                             for k, v in narrow.state_dict().items()})
+    assert 'backbone.pos_embed' in mismatch['shape'] and mismatch['shape']
