@@ -31,7 +31,7 @@ def parse_args(argv=None):
     from mmengine.config import DictAction
     parser = argparse.ArgumentParser(description='Test (evaluate) a checkpoint')
     parser.add_argument('config', help='test config file path')
-    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('checkpoint', help='checkpoint file, or a URL / scheme:// path')
     parser.add_argument('--work-dir', help='the dir to save the evaluation metrics')
     parser.add_argument('--out', help='dump the raw predictions to this pickle file')
     parser.add_argument(
@@ -125,9 +125,10 @@ def apply_tta(cfg, path='the config'):
 def main(argv=None):
     from mmposenc.engine import check_checkpoint_file
     args = parse_args(argv)
-    if not osp.isfile(args.checkpoint):
-        raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist')
-    check_checkpoint_file(args.checkpoint)  # a text file fails here, before the Runner
+    if '://' not in args.checkpoint:  # URLs and scheme:// paths: mmengine's CheckpointLoader
+        if not osp.isfile(args.checkpoint):
+            raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist')
+        check_checkpoint_file(args.checkpoint)  # a text file fails here, before the Runner
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     cfg.load_from = args.checkpoint
     if args.tta:

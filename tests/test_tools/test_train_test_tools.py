@@ -131,3 +131,32 @@ def test_amp_converts_a_wrapper_config_of_the_other_kind(cuda, monkeypatch):
     assert cfg.optim_wrapper.to_dict() == dict(type='mmposenc.BF16OptimWrapper', optimizer=sgd)
     wrapper = build_optim_wrapper(torch.nn.Linear(2, 2), cfg.optim_wrapper)
     assert isinstance(wrapper, BF16OptimWrapper)
+
+
+@pytest.mark.parametrize('checkpoint', [
+    'https://download.openmmlab.com/mmdetection/v3.0/detr/detr.pth', 'torchvision://resnet50',
+    'open-mmlab://detectron2/resnet50_caffe'])
+def test_test_tool_passes_remote_checkpoints_to_the_runner(checkpoint, monkeypatch):
+    """As mmdet's / mmseg's test tools, a URL or ``scheme://`` checkpoint goes to the Runner
+    (mmengine's CheckpointLoader downloads it) instead of failing as a missing local file."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('mmposenc_tools_test',
+                                                  osp.join(REPO_ROOT, 'tools', 'test.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    seen = {}
+
+    class FakeRunner:
+        def register_hook(self, hook):
+            seen['hook'] = hook
+
+        def test(self):
+            return {}
+
+    def fake_build_runner(cfg):
+        seen['load_from'] = cfg.load_from
+        return FakeRunner()
+
+    monkeypatch.setattr(tool, 'build_runner', fake_build_runner)
+    assert tool.main([SMOKE, checkpoint]) == {}
+    assert seen['load_from'] == checkpoint and 'hook' in seen
