@@ -23,6 +23,14 @@ plus the evaluations; checkpoints in ``--work-dir`` are reused by a second run):
     OMP_NUM_THREADS=1 python tools/analysis/batch_consistency.py \\
         --out work_dirs/batch_consistency/results.json
     python tools/analysis/batch_consistency.py --quick   # smoke run, seconds of CPU
+
+``--demo-work-dir work_dirs/demo`` trains nothing: it evaluates the sine and PEG
+Deformable-DETRs that ``tools/demo.py`` trained (2500 iterations; their configs as the demo's
+Runner dumped them, ``<dir>/{sine,peg}/*.py``, and the checkpoints named by
+``<dir>/{sine,peg}/last_checkpoint``) on the demo's validation set, with the same four rows::
+
+    OMP_NUM_THREADS=1 python tools/analysis/batch_consistency.py --demo-work-dir work_dirs/demo \\
+        --out work_dirs/batch_consistency/demo.json
 """
 import argparse
 import contextlib
@@ -60,6 +68,10 @@ def parse_args(argv=None):
                         choices=['detr', 'deformable-detr'])
     parser.add_argument('--quick', action='store_true',
                         help='smoke run: tiny dataset, 4 iterations, 8 validation images')
+    parser.add_argument('--demo-work-dir',
+                        help="evaluate tools/demo.py's trained sine and PEG Deformable-DETRs "
+                        '(<dir>/{sine,peg}) instead of training; --detectors, --iters, '
+                        '--data-root and --work-dir are then unused')
     parser.add_argument('--out', help='write the rows as JSON here')
     return parser.parse_args(argv)
 
@@ -141,6 +153,38 @@ def train(cfg, work_dir):
     t0 = time.process_time()
     runner.train()
     return ckpt, time.process_time() - t0
+
+
+def demo_run(demo_work_dir, pe):
+    """The config and checkpoint that ``tools/demo.py`` wrote for encoding ``pe``.
+
+    Args:
+        demo_work_dir (str): The demo's ``--work-dir`` (``work_dirs/demo`` by default).
+        pe (str): ``'sine'`` or ``'peg'``.
+
+    Returns:
+        tuple[Config, str]: The config the demo's Runner dumped into ``<demo_work_dir>/<pe>``
+        (data paths included) and the checkpoint its ``last_checkpoint`` names.
+    """
+    import glob
+
+    from mmengine.config import Config
+    run_dir = osp.join(demo_work_dir, pe)
+    last = osp.join(run_dir, 'last_checkpoint')
+    configs = sorted(glob.glob(osp.join(run_dir, '*.py')))
+    if not osp.isfile(last) or len(configs) != 1:
+        found = 'no last_checkpoint' if not osp.isfile(last) else f'{len(configs)} configs'
+        raise FileNotFoundError(
+            f'{run_dir}: not a finished tools/demo.py run of the {pe!r} model ({found}; '
+            'expected one dumped config *.py and last_checkpoint): run tools/demo.py first')
+    with open(last) as f:
+        # the path as the demo saved it; the file next to last_checkpoint if the tree moved
+        ckpt = f.read().strip()
+    if not osp.isfile(ckpt):
+        ckpt = osp.join(run_dir, osp.basename(ckpt))
+    if not osp.isfile(ckpt):
+        raise FileNotFoundError(f'{last} names {ckpt!r}, which does not exist')
+    return Config.fromfile(configs[0]), ckpt
 
 
 def build(model_cfg, ckpt, variant='ours'):
@@ -225,7 +269,9 @@ def main(argv=None):
     import mmposenc.models.detectors  # noqa: F401
     sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
     from make_shapes_coco import make_shapes_coco
-    if args.quick:
+    if args.demo_work_dir:
+        args.detectors = ['deformable-detr']
+    elif args.quick:
         args.data_root = osp.join(REPO, 'data', 'shapes_coco_quick')
         make_shapes_coco(args.data_root, num_train=16, num_val=8, min_size=96, max_size=128,
                          seed=0)
@@ -237,10 +283,13 @@ def main(argv=None):
     make_cfg = {'detr': detr_cfg, 'deformable-detr': deformable_cfg}
     rows, (b1, b4) = [], args.batch_sizes
     for detector in args.detectors:
-        cfgs = {pe: make_cfg[detector](pe, args.data_root, args.iters) for pe in ('peg', 'sine')}
-        ckpts = {}
-        for pe, cfg in cfgs.items():
-            ckpts[pe], cpu = train(cfg, osp.join(args.work_dir, f'{detector}-{pe}'))
+        cfgs, ckpts = {}, {}
+        for pe in ('peg', 'sine'):
+            if args.demo_work_dir:  # the demo's trained models
+                cfgs[pe], ckpts[pe] = demo_run(args.demo_work_dir, pe)
+                continue
+            cfgs[pe] = make_cfg[detector](pe, args.data_root, args.iters)
+            ckpts[pe], cpu = train(cfgs[pe], osp.join(args.work_dir, f'{detector}-{pe}'))
             if cpu is not None:
                 print(f'{detector} {pe}: trained {args.iters} iterations, {cpu:.0f} s CPU')
         with contextlib.redirect_stdout(io.StringIO()):
@@ -259,7 +308,8 @@ def main(argv=None):
             _, e4 = evaluate(model, dataset, ann_file, b4, num_val, per_image_backbone=True)
             rows.append(dict(detector=detector, model=name, mAP_b1=ap1, mAP_b4=ap4,
                              score_gap=score_gap(s1, s4), score_gap_equal_backbone=score_gap(
-                                 e1, e4), num_val=num_val, iters=args.iters))
+                                 e1, e4), num_val=num_val,
+                             iters=cfgs[pe].train_cfg.max_iters, checkpoint=ckpts[pe]))
             print(rows[-1])
     header = ('| Detector | Model | mAP, batch 1 | mAP, batch 4 | max per-image score diff | '
               'same, backbone run per image |')
