@@ -128,3 +128,21 @@ def test_bad_inputs_raise():
         neck(feats[:1])
     with pytest.raises(ValueError, match='one \\(bs, h, w\\) mask per input'):
         neck(feats, padding_masks=[torch.zeros(2, 4, 5, dtype=torch.bool)] * 2)
+
+
+@pytest.mark.parametrize('name', sorted(CFGS))
+def test_0_1_masks_of_any_dtype_mean_what_bool_masks_do(name):
+    """As MaskedPEG: uint8 / int / float masks holding 0 and 1 give the bool masks' outputs
+    (a uint8 mask's ``~`` is 254 / 255, which made every cell valid without an error); masks
+    with other values are refused."""
+    neck = randomise(MaskedChannelMapper(**CFGS[name])).eval()
+    sizes = [(70, 100), (100, 40)]
+    maps, masks = batch_of(backbone_maps(sizes), sizes)
+    with torch.no_grad():
+        ref = neck(maps, padding_masks=masks)
+        for dtype in (torch.uint8, torch.int64, torch.float32):
+            outs = neck(maps, padding_masks=[m.to(dtype) for m in masks])
+            for o, r in zip(outs, ref):
+                assert torch.equal(o, r), dtype
+    with pytest.raises(ValueError, match='only 0 and 1'):
+        neck(maps, padding_masks=[m.to(torch.uint8) * 2 for m in masks])

@@ -39,6 +39,16 @@ def masked_group_norm(x: Tensor, norm: nn.GroupNorm, padding_mask: Tensor) -> Te
     return out
 
 
+def _as_bool_mask(mask: Tensor) -> Tensor:
+    """``mask`` as bool; a mask of another dtype must hold only 0 and 1 (as MaskedPEG's)."""
+    if mask.dtype == torch.bool:
+        return mask
+    if not ((mask == 0) | (mask == 1)).all():
+        raise ValueError('padding_masks must be bool tensors (True at padded cells) or hold '
+                         f'only 0 and 1, got dtype {mask.dtype} with other values')
+    return mask.bool()
+
+
 @MODELS.register_module()
 class MaskedChannelMapper(BaseModule):
     """mmdet's ``ChannelMapper`` whose outputs on an image's valid positions do not depend on
@@ -143,8 +153,8 @@ class MaskedChannelMapper(BaseModule):
         Args:
             inputs (Sequence[Tensor]): Maps (bs, in_channels[i], h_i, w_i).
             padding_masks (Sequence[Tensor], optional): Bool (bs, h_i, w_i) per input, True
-                at padded cells (e.g. from
-                :func:`~mmposenc.models.utils.feature_padding_masks`). None: no padding.
+                at padded cells (e.g. from :func:`~mmposenc.models.utils.feature_padding_masks`;
+                0/1 masks of another dtype are read as bool). None: no padding.
 
         Returns:
             tuple[Tensor]: ``num_outs`` maps (bs, out_channels, h, w).
@@ -165,6 +175,7 @@ class MaskedChannelMapper(BaseModule):
             raise ValueError('padding_masks must hold one (bs, h, w) mask per input map, got '
                              f'{[tuple(m.shape) for m in padding_masks]} for maps '
                              f'{[tuple(x.shape) for x in inputs]}')
+        padding_masks = [_as_bool_mask(m) for m in padding_masks]
         outs = [self._masked_forward(conv, x, m)[0]
                 for conv, x, m in zip(self.convs, inputs, padding_masks)]
         if self.extra_convs:
