@@ -22,8 +22,9 @@ valid ratios are those of Deformable-DETR. The encoder memory on an image's vali
 the same alone and in a padded batch. The rest of Mask2Former (the stride-4/8 FPN of the pixel
 decoder, the transformer decoder, the losses) sees padding as mmdet does.
 
-With no padded image in the batch (mmdet's LSJ training crops of one fixed size, mmseg's slide
-inference, ONNX export) the mask-free path is taken, and ``encoder_pos='sine'`` is then
+With no padded image in the batch (every image as large as the batch: e.g. mmseg's training
+crops and slide inference, ONNX export; mmdet's LSJ crops can be smaller than the 1024 fixed
+pad, and those batches take the masked path) the mask-free path is taken, and ``encoder_pos='sine'`` is then
 bit-identical to mmdet's pixel decoder. The transformer decoder's own level positions (the
 head's ``positional_encoding``) are unchanged in every mode.
 """
