@@ -146,3 +146,39 @@ def test_0_1_masks_of_any_dtype_mean_what_bool_masks_do(name):
                 assert torch.equal(o, r), dtype
     with pytest.raises(ValueError, match='only 0 and 1'):
         neck(maps, padding_masks=[m.to(torch.uint8) * 2 for m in masks])
+
+
+@pytest.mark.parametrize('conv_cfg', [
+    dict(type='Conv2dAdaptivePadding'),  # pads in its forward: conv.padding is 0
+    dict(type='ConvWS'),  # another conv class: not what the masked path was checked on
+    dict(type='DCNv2', deform_groups=1),  # offsets can reach into the padding
+    dict(type='Conv2d', padding_mode='reflect'),  # reflects the batch's padding, not the image
+    dict(type='Conv2d', padding_mode='circular'),
+])
+def test_conv_cfgs_the_masked_path_does_not_support_are_refused(conv_cfg):
+    """The masked path calls ``ConvModule.conv`` itself with the mask arithmetic of a
+    zero-padded ``nn.Conv2d``; any other convolution or padding mode would silently give
+    outputs that depend on the batch, so construction refuses it and points at mmdet's
+    ChannelMapper."""
+    if conv_cfg['type'] == 'DCNv2':
+        pytest.importorskip('mmcv.ops')
+    with pytest.raises(ValueError, match='zero-padded nn.Conv2d.*ChannelMapper'):
+        MaskedChannelMapper([8, 16], 16, conv_cfg=conv_cfg, norm_cfg=GN, num_outs=3)
+
+
+@pytest.mark.parametrize('conv_cfg', [None, dict(type='Conv'), dict(type='Conv2d'),
+                                      dict(type='Conv2d', padding_mode='zeros')])
+def test_plain_conv_cfgs_are_accepted_and_exact(conv_cfg):
+    """The configurations of a plain zero-padded nn.Conv2d build, and their valid cells do
+    not depend on the batch (as for the default conv_cfg)."""
+    neck = randomise(MaskedChannelMapper([8, 16], 16, conv_cfg=conv_cfg, norm_cfg=GN,
+                                         num_outs=3)).eval()
+    sizes = [(70, 100), (100, 40)]
+    alone = backbone_maps(sizes)
+    maps, masks = batch_of(alone, sizes)
+    with torch.no_grad():
+        outs = neck(maps, padding_masks=masks)
+        for i, feats in enumerate(alone):
+            for o, r in zip(outs, neck(feats)):
+                h, w = r.shape[-2:]
+                torch.testing.assert_close(o[i, :, :h, :w], r[0], atol=1e-5, rtol=1e-5)

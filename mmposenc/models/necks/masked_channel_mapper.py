@@ -3,12 +3,17 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from mmcv.cnn import ConvModule
+from mmcv.cnn.bricks.wrappers import Conv2d as EmptyTensorConv2d
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from mmposenc.registry import MODELS
 from ..utils.padding_masks import conv_padding_masks, valid_shapes_of_masks
+
+#: the convolutions the masked path is exact for: torch's (conv_cfg None or 'Conv2d') and
+#: mmcv's empty-tensor wrapper of it ('Conv'); both zero-pad by ``conv.padding``
+_PLAIN_CONVS = (nn.Conv2d, EmptyTensorConv2d)
 
 
 def masked_group_norm(x: Tensor, norm: nn.GroupNorm, padding_mask: Tensor) -> Tensor:
@@ -76,7 +81,10 @@ class MaskedChannelMapper(BaseModule):
         in_channels (list[int]): Channels of each input map.
         out_channels (int): Channels of every output map.
         kernel_size (int): Kernel of the per-input convolutions. Defaults to 3.
-        conv_cfg (dict, optional): Convolution config. Defaults to None.
+        conv_cfg (dict, optional): Convolution config; only a zero-padded
+            ``nn.Conv2d`` (None, ``dict(type='Conv')`` or ``dict(type='Conv2d')``) is
+            supported, others raise a ValueError (use mmdet's ``ChannelMapper`` for them).
+            Defaults to None.
         norm_cfg (dict, optional): Norm config, e.g. ``dict(type='GN', num_groups=32)``.
             Defaults to None.
         act_cfg (dict, optional): Activation config. Defaults to ``dict(type='ReLU')``.
@@ -124,9 +132,35 @@ class MaskedChannelMapper(BaseModule):
                 ConvModule(in_channels[-1] if i == 0 else out_channels, out_channels, 3,
                            stride=2, padding=1, **common)
                 for i in range(num_outs - len(in_channels)))
+        for module in self.modules():
+            if isinstance(module, ConvModule):
+                self._check_supported(module, conv_cfg)
         #: :class:`~mmposenc.models.detectors.ExactPaddingMixin` passes padding masks to
         #: necks that declare this
         self.takes_padding_masks = True
+
+    @staticmethod
+    def _check_supported(module: ConvModule, conv_cfg: Optional[dict]) -> None:
+        """Refuse convolutions the masked path cannot make exact.
+
+        The masked path calls ``module.conv`` itself (skipping ConvModule's explicit padding
+        layer) and derives the output masks from the arithmetic of a zero-padded
+        ``nn.Conv2d``: other convolutions (``Conv2dAdaptivePadding`` pads in its forward,
+        DCN samples at learned offsets, ...) or padding modes (``reflect`` / ``replicate``
+        / ``circular`` pad from the batch's padding, not from the image) would give outputs
+        that silently depend on the batch.
+        """
+        conv = module.conv
+        padding_mode = getattr(conv, 'padding_mode', None)
+        if (type(conv) not in _PLAIN_CONVS or padding_mode != 'zeros'
+                or module.with_explicit_padding):
+            raise ValueError(
+                'MaskedChannelMapper supports only a zero-padded nn.Conv2d (conv_cfg None, '
+                "dict(type='Conv') or dict(type='Conv2d'), padding_mode 'zeros'); got "
+                f'conv_cfg={conv_cfg!r}, which builds {type(conv).__name__} with '
+                f'padding_mode={padding_mode!r}. Use mmdet\'s ChannelMapper '
+                "(type='ChannelMapper') for this convolution (its outputs are then not "
+                'independent of the padded batch)')
 
     @staticmethod
     def _masked_forward(module: ConvModule, x: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
