@@ -211,7 +211,7 @@ def test_clear_errors():
         MaskedPEG(embed_dims=4, kernel_size=4)
     with pytest.raises(ValueError, match='BatchNorm'):
         MaskedPEG(embed_dims=4, norm_cfg=dict(type='LN'))
-    with pytest.raises(ValueError, match='at least 2 valid'):
+    with pytest.raises(ValueError, match=r'has 0 valid cell\(s\).*needs at least 2'):
         peg.train()(torch.randn(1, 12, 4), (3, 4), torch.ones(1, 12, dtype=torch.bool))
 
 
@@ -312,3 +312,50 @@ def test_multilevel_errors():
     with pytest.raises(ValueError, match='key_padding_mask'):
         ml(x, shapes, None, torch.zeros(2, 25, dtype=torch.bool))
     assert ml(x, shapes, torch.tensor([0, 20])).shape == x.shape
+
+
+TOO_FEW = (r'MaskedPEG in training: {} has {} valid cell\(s\) in this batch, '
+           r'but its BatchNorm needs at least 2 for batch statistics; use larger images .*'
+           r'norm_cfg=None')
+
+
+@pytest.mark.parametrize('masking', ['valid', 'paper'])
+def test_too_few_valid_cells_in_training_is_a_clear_error(masking):
+    """A batch of one very small image gives a 1x1 level: BatchNorm has no batch statistics.
+    Every path (no mask: torch's BatchNorm2d said 'Expected more than 1 value per channel';
+    a mask: our masked rows) raises one ValueError naming the level, its valid cells and the
+    fix; evaluation and norm_cfg=None work."""
+    peg = MaskedPEG(8, masking=masking).train()
+    with pytest.raises(ValueError, match=TOO_FEW.format(r'level 0 \(1x1 grid\)', 1)):
+        peg(torch.randn(1, 1, 8), (1, 1))
+    mask = torch.ones(1, 6, dtype=torch.bool)
+    mask[0, 0] = False
+    if masking == 'valid':  # 'paper' normalises every position, padded ones included
+        with pytest.raises(ValueError, match=TOO_FEW.format(r'level 0 \(2x3 grid\)', 1)):
+            peg(torch.randn(1, 6, 8), (2, 3), mask)
+    else:
+        peg(torch.randn(1, 6, 8), (2, 3), mask)
+    peg.eval()(torch.randn(1, 1, 8), (1, 1))
+    MaskedPEG(8, norm_cfg=None, masking=masking).train()(torch.randn(1, 1, 8), (1, 1))
+    with pytest.raises(ValueError, match=TOO_FEW.format(r'level 0 \(1x1 grid\)', 1)):
+        MaskedPEG(8, norm_cfg=dict(type='BN1d'), masking=masking).train()(
+            torch.randn(1, 1, 8), (1, 1))
+
+
+@pytest.mark.parametrize('masking', ['valid', 'paper'])
+def test_multilevel_too_few_valid_cells_names_the_level(masking):
+    peg = MultiLevelMaskedPEG(8, num_levels=2, masking=masking).train()
+    x = torch.randn(1, 5, 8)
+    with pytest.raises(ValueError, match=TOO_FEW.format(r'level 1 \(1x1 grid\)', 1)):
+        peg(x, [(2, 2), (1, 1)])
+    with pytest.raises(ValueError, match=TOO_FEW.format(r'level 1 \(1x1 grid\)', 1)):
+        peg(x, [(2, 2), (1, 1)], key_padding_mask=torch.zeros(1, 5, dtype=torch.bool))
+    # shared weights pool the valid cells of all levels: 5 here, 1 when all but one padded
+    shared = MultiLevelMaskedPEG(8, num_levels=2, share_weights=True, masking=masking).train()
+    shared(x, [(2, 2), (1, 1)])
+    if masking == 'valid':
+        mask = torch.ones(1, 5, dtype=torch.bool)
+        mask[0, 0] = False
+        shared_name = r'all levels \(shared BatchNorm; grids 2x2, 1x1\)'
+        with pytest.raises(ValueError, match=TOO_FEW.format(shared_name, 1)):
+            shared(x, [(2, 2), (1, 1)], key_padding_mask=mask)

@@ -149,6 +149,32 @@ def batch_norm_rows(rows: Tensor, bn: _BatchNorm) -> Tensor:
     return bn(rows)  # BatchNorm1d, SyncBatchNorm
 
 
+def _check_batch_statistics(norm: Optional[_BatchNorm], num_cells, where: str) -> None:
+    """Raise a one-line ValueError when ``norm`` would take batch statistics over fewer than
+    2 cells (a batch of one very small image in training): torch's own error for it is
+    'Expected more than 1 value per channel when training', which names neither the level
+    nor the fix."""
+    if norm is None or not (norm.training or not norm.track_running_stats
+                            or norm.running_mean is None):
+        return
+    if num_cells < 2:
+        mode = ' in training' if norm.training else ''
+        raise ValueError(
+            f'MaskedPEG{mode}: {where} has {int(num_cells)} valid cell(s) in this batch, but '
+            'its BatchNorm needs at least 2 for batch statistics; use larger images (or more '
+            'images per batch), or a norm that needs no batch statistics (norm_cfg=None, or '
+            'the BatchNorm in eval mode with its running statistics)')
+
+
+def _level_name(level: int, hw: Tuple[int, int]) -> str:
+    return f'level {level} ({hw[0]}x{hw[1]} grid)'
+
+
+def _shared_name(shapes: Sequence[Tuple[int, int]]) -> str:
+    return ('all levels (shared BatchNorm; grids ' +
+            ', '.join(f'{h}x{w}' for h, w in shapes) + ')')
+
+
 def _map_to_rows(y: Tensor) -> Tensor:
     """(bs, C, h, w) -> (bs*h*w, C) rows in token order (a view of a channels-last map)."""
     return y.permute(0, 2, 3, 1).reshape(-1, y.shape[1])
@@ -188,9 +214,10 @@ def add_level_pegs(x: Tensor, shapes: Sequence[Tuple[int, int]],
         # nothing padded: no gather / scatter / mask (and traceable for export); BatchNorm on
         # the channels-last map (its fastest layout) and one add per level
         outs = []
-        for peg, hw, xl in zip(pegs, shapes, xs):
+        for level, (peg, hw, xl) in enumerate(zip(pegs, shapes, xs)):
             y = peg.conv_map(xl, hw)
             if peg.norm is not None:
+                _check_batch_statistics(peg.norm, bs * hw[0] * hw[1], _level_name(level, hw))
                 y = peg.norm(y)
             if peg.act is not None:
                 y = peg.act(y)
@@ -199,30 +226,31 @@ def add_level_pegs(x: Tensor, shapes: Sequence[Tuple[int, int]],
     if key_padding_mask is None:
         # shared statistics over all levels (or a BatchNorm1d/3d): normalise rows
         ys = []
-        for peg, hw, xl in zip(pegs, shapes, xs):
+        for level, (peg, hw, xl) in enumerate(zip(pegs, shapes, xs)):
             rows = _map_to_rows(peg.conv_map(xl, hw))
             if not shared_norm:
-                rows = peg.norm_act_rows(rows)
+                rows = peg.norm_act_rows(rows, _level_name(level, hw))
             ys.append(rows.view(bs, -1, channels))
         y = torch.cat(ys, 1) if len(ys) > 1 else ys[0]
         if shared_norm:
-            y = pegs[0].norm_act_rows(y.reshape(bs * num_tokens, channels)).view_as(x)
+            y = pegs[0].norm_act_rows(y.reshape(bs * num_tokens, channels),
+                                      _shared_name(shapes)).view_as(x)
         return x + y.to(x.dtype)
     masks = key_padding_mask.split(sizes, dim=1) if len(sizes) > 1 else [key_padding_mask]
     values, dest = [], []
     start = 0
-    for peg, hw, xl, ml, size in zip(pegs, shapes, xs, masks, sizes):
+    for level, (peg, hw, xl, ml, size) in enumerate(zip(pegs, shapes, xs, masks, sizes)):
         rows = _map_to_rows(peg.conv_map(xl, hw, ml))
         b, t = (~ml).nonzero(as_tuple=True)
         rows = rows.index_select(0, b * size + t)
         if not shared_norm:
-            rows = peg.norm_act_rows(rows)
+            rows = peg.norm_act_rows(rows, _level_name(level, hw))
         values.append(rows)
         dest.append(b * num_tokens + (t + start))
         start += size
     values = torch.cat(values) if len(values) > 1 else values[0]
     if shared_norm:
-        values = pegs[0].norm_act_rows(values)
+        values = pegs[0].norm_act_rows(values, _shared_name(shapes))
     dest = torch.cat(dest) if len(dest) > 1 else dest[0]
     out = x.reshape(bs * num_tokens, channels).index_add(0, dest, values.to(x.dtype))
     return out.view_as(x)
@@ -257,14 +285,14 @@ def paper_level_pegs(x: Tensor, shapes: Sequence[Tuple[int, int]],
     sizes = [h * w for h, w in shapes]
     xs = x.split(sizes, dim=1) if len(sizes) > 1 else [x]
     ys = []
-    for peg, hw, xl in zip(pegs, shapes, xs):
+    for level, (peg, hw, xl) in enumerate(zip(pegs, shapes, xs)):
         rows = _map_to_rows(peg.conv_map(xl, hw))  # no padding_mask: raw padded tokens
         if not shared_norm:
-            rows = peg.norm_act_rows(rows)
+            rows = peg.norm_act_rows(rows, _level_name(level, hw))
         ys.append(rows.view(bs, -1, channels))
     y = torch.cat(ys, 1) if len(ys) > 1 else ys[0]
     if shared_norm:
-        y = pegs[0].norm_act_rows(y.reshape(-1, channels)).view_as(x)
+        y = pegs[0].norm_act_rows(y.reshape(-1, channels), _shared_name(shapes)).view_as(x)
     out = x + y.to(x.dtype)
     if key_padding_mask is not None:
         out = torch.where(key_padding_mask.unsqueeze(-1), x, out)
@@ -362,15 +390,12 @@ class MaskedPEG(BaseModule):
         feat = x.reshape(bs, hw_shape[0], hw_shape[1], self.embed_dims)
         return self.proj(feat.permute(0, 3, 1, 2))
 
-    def norm_act_rows(self, rows: Tensor) -> Tensor:
+    def norm_act_rows(self, rows: Tensor, where: str = 'the level') -> Tensor:
         """BatchNorm (batch statistics = these rows in training) and activation of (n, C)
-        rows, the projections of the valid tokens only."""
+        rows, the projections of the valid tokens only; ``where`` names the rows' level in
+        the error raised for fewer than 2 rows in training."""
         if self.norm is not None:
-            use_batch_stats = (self.norm.training or not self.norm.track_running_stats
-                               or self.norm.running_mean is None)
-            if use_batch_stats and rows.shape[0] < 2:
-                raise ValueError('masked_batch_norm needs at least 2 valid positions per '
-                                 f'channel in training, got {rows.shape[0]}')
+            _check_batch_statistics(self.norm, rows.shape[0], where)
             rows = batch_norm_rows(rows, self.norm)
         if self.act is not None:
             rows = self.act(rows)
