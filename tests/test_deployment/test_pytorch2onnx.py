@@ -96,19 +96,75 @@ def test_errors(tmp_path):
 @pytest.mark.parametrize('encoder_pos', ['cape', 'cape+peg'])
 @pytest.mark.parametrize('cfg_fn', [tiny_detr_cfgs.detr_cfg, tiny_detr_cfgs.deformable_detr_cfg],
                          ids=['PEGDETR', 'PEGDeformableDETR'])
-def test_cape_models_are_refused_before_tracing(cfg_fn, encoder_pos, tmp_path):
-    """A CAPE model would trace to a graph that runs only at the traced size (onnxruntime then
-    fails at any other size with a broadcast error inside the encoder): refused up front, and
-    the same model with 'peg' still exports."""
+def test_cape_models_export_with_dynamic_height_and_width(cfg_fn, encoder_pos, tmp_path):
+    """CAPE computes its positions from the traced feature-map shape: exported at 96 x 128,
+    onnxruntime matches PyTorch at two sizes that are not multiples of the backbone's stride
+    (until CAPE2d kept the traced sizes symbolic the graph ran only at the traced size, with
+    a broadcast error in the encoder elsewhere, and the tool refused these models)."""
     name = 'mmposenc.PEGDETR' if cfg_fn is tiny_detr_cfgs.detr_cfg else \
         'mmposenc.PEGDeformableDETR'
-    wrapper = p2o.wrap_model(tiny_detr_cfgs.build(cfg_fn(type=name, encoder_pos=encoder_pos)))
+    torch.manual_seed(0)
+    model = tiny_detr_cfgs.build(cfg_fn(type=name, encoder_pos=encoder_pos))
+    # mmcv initialises the deformable attention's sampling-offset and attention-weight
+    # projections to zero weights: their output would not depend on the queries (nor on CAPE)
+    with torch.no_grad():
+        for mod_name, m in model.named_modules():
+            if mod_name.endswith(('sampling_offsets', 'attention_weights')):
+                m.weight.normal_(std=0.1)
+    wrapper = p2o.wrap_model(model)
+    out = p2o.export(wrapper, str(tmp_path / 'cape.onnx'), shape=(96, 128))
+    assert _input_dims(out) == [1, 3, 'height', 'width']
+    # (70, 90) and (110, 75): neither a multiple of 32 (the tiny backbones' last stride)
+    rows = p2o.check(wrapper, out, [(70, 90), (110, 75)], atol=p2o.DEFAULT_ATOL)
+    for row in rows:
+        assert row['ok'], row
+        assert row['outputs']['bboxes'] == (1, model.num_queries, 4)
+    # not vacuous: the encoder's positions are CAPE's, and CAPE depends on the grid (without
+    # it, i.e. 'none' / 'peg' with the same weights, the outputs differ)
+    assert model.cape is not None
+    with torch.no_grad():
+        ref = wrapper(torch.randn(1, 3, 70, 90, generator=torch.Generator().manual_seed(0)))
+        model.cape.forward = lambda hw_shape, batch_size=None, padding_mask=None: \
+            torch.zeros(batch_size, hw_shape[0] * hw_shape[1], model.cape.embed_dims)
+        no_cape = wrapper(torch.randn(1, 3, 70, 90, generator=torch.Generator().manual_seed(0)))
+    assert max((r - n).abs().max() for r, n in zip(ref, no_cape)) > 1e-3
+
+
+def test_cape_classifier_exports_with_dynamic_height_and_width(tmp_path):
+    """A PEViT with a CAPE2d pos_encoding (here with CAPE Table 6's sqrt range, which scales
+    the positions by the grid size) exported at 32 x 32 runs at other patch grids. (Sizes
+    that are multiples of the patch size: PEViT's patch embedding pads a partial patch by an
+    amount traced as a constant, whatever the position encoding.)"""
+    cfg = dict(type='ImageClassifier',
+               backbone=dict(type='mmposenc.PEViT', arch=TINY_CPVT['backbone']['arch'],
+                             img_size=32, patch_size=8,
+                             pos_encoding=dict(type='mmposenc.CAPE2d', eval_pos_range='sqrt')),
+               neck=None, head=dict(type='VisionTransformerClsHead', num_classes=5,
+                                    in_channels=32))
+    model = _classifier(cfg)
+    torch.nn.init.normal_(model.head.layers.head.weight)  # zero-initialised: all logits 0
+    wrapper = p2o.wrap_model(model)
+    out = p2o.export(wrapper, str(tmp_path / 'vit.onnx'), shape=(32, 32))
+    rows = p2o.check(wrapper, out, [(48, 40), (40, 64)], atol=p2o.DEFAULT_ATOL)
+    assert all(r['ok'] and r['outputs'] == {'logits': (1, 5)} for r in rows), rows
+    with torch.no_grad():
+        assert wrapper(torch.ones(1, 3, 48, 40)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize('cfg_fn', [tiny_detr_cfgs.detr_cfg, tiny_detr_cfgs.deformable_detr_cfg],
+                         ids=['PEGDETR', 'PEGDeformableDETR'])
+def test_a_model_in_training_mode_is_refused_before_tracing(cfg_fn, tmp_path):
+    """Training mode would trace one draw of CAPE's augmentation into the graph: refused up
+    front (nothing written), naming the module; wrap_model's eval mode is accepted."""
+    name = 'mmposenc.PEGDETR' if cfg_fn is tiny_detr_cfgs.detr_cfg else \
+        'mmposenc.PEGDeformableDETR'
+    wrapper = p2o.wrap_model(tiny_detr_cfgs.build(cfg_fn(type=name, encoder_pos='cape')))
+    p2o.check_exportable(wrapper)
+    wrapper.detector.cape.train()
     out = tmp_path / 'cape.onnx'
-    with pytest.raises(p2o.ExportNotSupportedError, match=r'CAPE2d \(detector\.cape\)'):
+    with pytest.raises(p2o.ExportNotSupportedError, match=r'detector\.cape is in training'):
         p2o.export(wrapper, str(out), shape=(96, 128))
     assert not out.exists()
-    p2o.check_exportable(p2o.wrap_model(tiny_detr_cfgs.build(cfg_fn(type=name,
-                                                                     encoder_pos='peg'))))
 
 
 def test_shipped_r50_config_without_checkpoint_builds_offline(monkeypatch, capfd):

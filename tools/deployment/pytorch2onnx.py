@@ -22,7 +22,14 @@ exports with opset >= 16 (``GridSample``).
 
 Any H and W work, including sizes that are not multiples of the patch size or of the
 backbone's stride: CPVT zero-pads the bottom/right by the fixed amount p - 1 (same values as
-padding to the next multiple of p), so no traced size is frozen into the graph.
+padding to the next multiple of p), and CAPE2d (``encoder_pos='cape'`` / ``'cape+peg'``, or a
+CAPE ``pos_encoding``) computes its positions from the traced feature-map shape, so no traced
+size is frozen into the graph. (A ``PEViT`` classifier does not run at sizes that are not
+multiples of its patch size, whatever its position encoding: its patch embedding's padding is
+traced as a constant.)
+The model must be in eval mode (:func:`wrap_model` sets it): a module in training mode is
+refused with :class:`ExportNotSupportedError` (CAPE's random augmentation and dropout would be
+traced).
 
 After the export the model runs in onnxruntime (CPU) and in PyTorch at every ``--check-shape``
 and the largest absolute difference of every output is compared with ``--atol``; the tool
@@ -219,20 +226,20 @@ def build_model(config: str, checkpoint: Optional[str] = None,
 
 
 class ExportNotSupportedError(ValueError):
-    """A model that this tool cannot export with dynamic height and width."""
+    """A model that this tool cannot export as it is (one with a module in training mode)."""
 
 
 def check_exportable(wrapper: nn.Module) -> None:
-    """An :class:`ExportNotSupportedError` for models whose traced graph would only run at the
-    traced size: those with a ``CAPE2d`` (``encoder_pos='cape'`` / ``'cape+peg'``, or a CAPE
-    ``pos_encoding``), whose positions are computed from the grid size as Python numbers."""
-    from mmposenc.models.layers import CAPE2d
-    cape = [name for name, m in wrapper.named_modules() if isinstance(m, CAPE2d)]
-    if cape:
+    """An :class:`ExportNotSupportedError` for a wrapper with a module in training mode: the
+    trace would freeze one draw of CAPE's position augmentation (and of dropout) into the
+    graph. In eval mode CAPE2d exports with dynamic height and width like the other
+    encodings (its positions follow the traced feature-map shape)."""
+    training = [name or type(wrapper).__name__ for name, m in wrapper.named_modules()
+                if m.training]
+    if training:
         raise ExportNotSupportedError(
-            f'CAPE2d ({cape[0]}) cannot be exported with dynamic height and width (its '
-            'positions are computed from the grid size as Python numbers, so the graph would '
-            'only run at the traced size); export a sine / peg / none model instead')
+            f'{training[0]} is in training mode (its random augmentation / dropout would be '
+            'traced into the graph); call .eval() or use wrap_model()')
 
 
 def export(wrapper: nn.Module, out_file: str, shape: Sequence[int] = (224, 224),

@@ -44,6 +44,15 @@ def _uniform(shape: Sequence[int], bound: Union[float, torch.Tensor],
     return (2 * u - 1) * bound
 
 
+def _grid_dim(size: Union[int, torch.Tensor]) -> Union[int, torch.Tensor]:
+    """A grid size as an int; while tracing (ONNX export) a size taken from a tensor's
+    shape is a 0-dim tensor and is kept as one, so the traced graph computes the positions
+    from the input's shape instead of freezing the traced size in."""
+    if isinstance(size, torch.Tensor) and torch.jit.is_tracing():
+        return size
+    return int(size)
+
+
 def masked_mean(pos: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
     """Mean of ``pos`` (B, N) over its valid entries, shape (B, 1)."""
     if valid is None:
@@ -232,6 +241,10 @@ class CAPE2d(BasePositionEncoding):
     learnable embedding instead. In a detector call it with a ``(B, H*W)`` padding mask:
     padded tokens get a zero embedding and do not move the mean.
 
+    ONNX export (tracing, eval mode): a ``hw_shape`` taken from a tensor's shape (e.g.
+    ``feat.shape[-2:]``) stays symbolic, so the exported graph computes the positions for
+    the input's size; eager results are unchanged.
+
     Args:
         embed_dims (int): Even number of channels ``C``.
         max_global_shift (float): ``Delta_max``. Defaults to 0.5 (the paper's ViT).
@@ -316,16 +329,19 @@ class CAPE2d(BasePositionEncoding):
                   generator: Optional[torch.Generator] = None
                   ) -> Tuple[torch.Tensor, torch.Tensor]:
         """(Augmented) positions ``x, y``, each (B, H*W); padded entries are arbitrary."""
-        H, W = int(hw_shape[0]), int(hw_shape[1])
+        H, W = _grid_dim(hw_shape[0]), _grid_dim(hw_shape[1])
         ref = self.w_x
         rows = torch.arange(H, device=ref.device, dtype=ref.dtype)
         cols = torch.arange(W, device=ref.device, dtype=ref.dtype)
-        col = cols.repeat(H).expand(batch_size, H * W)  # column index c of every token
-        row = rows.repeat_interleave(W).expand(batch_size, H * W)
+        # column / row index of every token in row-major order (broadcasts, no size as a
+        # Python number: traced sizes stay symbolic)
+        col = cols.view(1, -1).expand(H, -1).reshape(1, -1)
+        row = rows.view(-1, 1).expand(-1, W).reshape(1, -1)
+        col, row = col.expand(batch_size, -1), row.expand(batch_size, -1)
         if padding_mask is None:
             valid = None
-            n_x = torch.full((batch_size, 1), W, device=ref.device, dtype=ref.dtype)
-            n_y = torch.full((batch_size, 1), H, device=ref.device, dtype=ref.dtype)
+            ones = torch.ones((batch_size, 1), device=ref.device, dtype=ref.dtype)
+            n_x, n_y = ones * W, ones * H  # exact: W, H are integers
             c0 = r0 = torch.zeros((batch_size, 1), device=ref.device, dtype=ref.dtype)
         else:
             valid = ~padding_mask.to(ref.device, torch.bool)
@@ -390,7 +406,7 @@ class CAPE2d(BasePositionEncoding):
         """
         if len(hw_shape) != 2 or min(hw_shape) < 1:
             raise ValueError(f'hw_shape must be (H, W) with H, W >= 1, got {tuple(hw_shape)}')
-        H, W = int(hw_shape[0]), int(hw_shape[1])
+        H, W = _grid_dim(hw_shape[0]), _grid_dim(hw_shape[1])
         if padding_mask is not None:
             if padding_mask.dim() == 3:
                 padding_mask = padding_mask.flatten(1)
