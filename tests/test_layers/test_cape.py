@@ -317,3 +317,53 @@ def test_cape1d_bad_inputs():
         CAPE1d(8, max_global_shift=-1)
     with pytest.raises(ValueError, match='padding_mask'):
         CAPE1d(8)(torch.zeros(2, 5, 8), padding_mask=torch.zeros(2, 4, dtype=torch.bool))
+
+
+# ------------------------------------------------------------- half-precision modules
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('train', [False, True])
+def test_cape2d_cast_to_half_matches_float32_at_a_large_grid(dtype, train):
+    """``model.to(torch.bfloat16)`` (no autocast) casts the frequency buffers: positions,
+    augmentation and phases are still computed in float32, so the half module returns the
+    float32 module's embedding rounded to its dtype. With the positions in bf16, column
+    indices above 256 are not representable (arange(300) has repeats) and the phases
+    (up to ~60 rad) are off by ~0.1 rad."""
+    H, W = 40, 300
+    cape32 = CAPE2d(64).train(train)
+    cape_h = CAPE2d(64).to(dtype).train(train)
+    mask = torch.zeros(2, H, W, dtype=torch.bool)
+    mask[1, :, 290:] = True
+    mask[1, 37:] = True
+    ref = cape32((H, W), padding_mask=mask, generator=torch.Generator().manual_seed(0))
+    out = cape_h((H, W), padding_mask=mask, generator=torch.Generator().manual_seed(0))
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), ref.to(dtype).float(), atol=1e-2, rtol=0)
+
+
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('train', [False, True])
+def test_cape1d_cast_to_half_matches_float32_on_a_long_sequence(dtype, train):
+    """As for CAPE2d: a 1000-token sequence in a bf16/fp16-cast CAPE1d (positions up to
+    1000, not representable in bf16 beyond 256) equals the float32 embedding rounded."""
+    kw = dict(max_global_shift=3., max_local_shift=0.5, max_global_scaling=1.5,
+              normalize=True)
+    cape32, cape_h = CAPE1d(32, **kw).train(train), CAPE1d(32, **kw).to(dtype).train(train)
+    mask = torch.zeros(2, 1000, dtype=torch.bool)
+    mask[1, 900:] = True
+    ref = cape32(torch.zeros(2, 1000, 32), padding_mask=mask,
+                 generator=torch.Generator().manual_seed(0))
+    out = cape_h(torch.zeros(2, 1000, 32, dtype=dtype), padding_mask=mask,
+                 generator=torch.Generator().manual_seed(0))
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), ref.to(dtype).float(), atol=1e-2, rtol=0)
+
+
+def test_cape_float32_and_float64_modules_keep_their_buffers_and_dtype():
+    """The half-precision path does not touch float32 / float64 modules: their outputs are
+    computed from their own frequency buffers, in their own dtype."""
+    cape = CAPE2d(16).eval()
+    x, y = cape.positions((3, 4))
+    from mmposenc.models.layers.encodings.cape import cape2d_embedding
+    assert torch.equal(cape((3, 4)), cape2d_embedding(x, y, cape.w_x, cape.w_y))
+    assert CAPE2d(16).double()((3, 4)).dtype == torch.float64
+    assert CAPE1d(8).double()(torch.zeros(1, 5, 8)).dtype == torch.float64

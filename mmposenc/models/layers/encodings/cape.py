@@ -8,7 +8,10 @@ a global shift, a per-token local shift and a global scaling, so that the model 
 rely on absolute positions; at evaluation the plain sinusoidal embedding is returned.
 Unlike the community port ``gcambara/cape`` (a) the first padded token is masked too
 (``>=`` not ``>``) and (b) every tensor is created on the device (and in the dtype) of the
-module's buffers, never on the CPU.
+module's buffers, never on the CPU. A module cast to a half type (``model.to(torch.bfloat16)``
+or ``.half()``, without autocast) computes its frequencies, positions, augmentation and phases
+in float32 and casts only the embedding to its dtype: in bf16 ``arange`` is inexact beyond
+256, so positions and phases would be off (fp16 sums of positions overflow).
 """
 import math
 from typing import Optional, Sequence, Tuple, Union
@@ -27,6 +30,11 @@ def _check_aug(max_global_shift, max_local_shift, max_global_scaling):
         raise ValueError(f"max_local_shift must be >= 0 or 'auto', got {max_local_shift!r}")
     if max_global_scaling < 1:
         raise ValueError(f'max_global_scaling must be >= 1, got {max_global_scaling}')
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype CAPE computes in: float32 for the half types (bf16, fp16), else ``dtype``."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def _uniform(shape: Sequence[int], bound: Union[float, torch.Tensor],
@@ -157,17 +165,31 @@ class CAPE1d(BaseModule):
         self.normalize = normalize
         self.pos_scale = float(pos_scale)
         self.freq_scale = float(freq_scale)
-        k = torch.arange(embed_dims // 2, dtype=torch.float64)
-        freqs = freq_scale * torch.exp(-2 * k / embed_dims * math.log(1e4))
-        self.register_buffer('freqs', freqs.float(), persistent=False)
+        self.register_buffer('freqs', self._float32_frequencies(), persistent=False)
+
+    def _float32_frequencies(self, device: Optional[torch.device] = None) -> torch.Tensor:
+        """``freq_scale * 10000^(-2k/C)`` in float32 (computed in float64), shape (C // 2,)."""
+        k = torch.arange(self.embed_dims // 2, dtype=torch.float64)
+        freqs = self.freq_scale * torch.exp(-2 * k / self.embed_dims * math.log(1e4))
+        return freqs.float().to(device)
+
+    def frequencies(self) -> torch.Tensor:
+        """The frequencies to compute with: the ``freqs`` buffer, or, for a module cast to
+        bf16 / fp16, the float32 frequencies recomputed exactly on its device."""
+        if _compute_dtype(self.freqs.dtype) != self.freqs.dtype:
+            return self._float32_frequencies(self.freqs.device)
+        return self.freqs
 
     def positions(self,
                   batch_size: int,
                   num_tokens: int,
                   padding_mask: Optional[torch.Tensor] = None,
                   generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        """(Augmented) positions of shape (B, T); padded entries are arbitrary."""
-        ref = self.freqs
+        """(Augmented) positions of shape (B, T); padded entries are arbitrary.
+
+        In the module's dtype, float32 for a module cast to bf16 / fp16.
+        """
+        ref = self.frequencies()
         pos = torch.arange(num_tokens, device=ref.device, dtype=ref.dtype) * self.pos_scale
         pos = pos.expand(batch_size, num_tokens)
         valid = None if padding_mask is None else ~padding_mask.to(ref.device, torch.bool)
@@ -207,7 +229,7 @@ class CAPE1d(BaseModule):
             raise ValueError(f'padding_mask must have shape {(B, T)}, '
                              f'got {tuple(padding_mask.shape)}')
         pos = self.positions(B, T, padding_mask, generator)
-        emb = cape1d_embedding(pos, self.freqs)
+        emb = cape1d_embedding(pos, self.frequencies()).to(self.freqs.dtype)
         if padding_mask is not None:
             emb = emb.masked_fill(padding_mask.to(emb.device, torch.bool)[..., None], 0)
         return emb
@@ -322,15 +344,26 @@ class CAPE2d(BasePositionEncoding):
         #: default generator of the augmentation noise (``forward`` may override it)
         self.generator: Optional[torch.Generator] = None
 
+    def frequencies(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``w_x, w_y`` to compute with: the buffers, or, for a module cast to bf16 / fp16,
+        float32 copies recomputed exactly (:func:`cape2d_frequencies`) on its device."""
+        if _compute_dtype(self.w_x.dtype) != self.w_x.dtype:
+            w_x, w_y = cape2d_frequencies(self.embed_dims)
+            return w_x.to(self.w_x.device), w_y.to(self.w_x.device)
+        return self.w_x, self.w_y
+
     def positions(self,
                   hw_shape: Sequence[int],
                   batch_size: int = 1,
                   padding_mask: Optional[torch.Tensor] = None,
                   generator: Optional[torch.Generator] = None
                   ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(Augmented) positions ``x, y``, each (B, H*W); padded entries are arbitrary."""
+        """(Augmented) positions ``x, y``, each (B, H*W); padded entries are arbitrary.
+
+        In the module's dtype, float32 for a module cast to bf16 / fp16.
+        """
         H, W = _grid_dim(hw_shape[0]), _grid_dim(hw_shape[1])
-        ref = self.w_x
+        ref = self.frequencies()[0]
         rows = torch.arange(H, device=ref.device, dtype=ref.dtype)
         cols = torch.arange(W, device=ref.device, dtype=ref.dtype)
         # column / row index of every token in row-major order (broadcasts, no size as a
@@ -418,7 +451,7 @@ class CAPE2d(BasePositionEncoding):
         batch_size = 1 if batch_size is None else batch_size
         generator = self.generator if generator is None else generator
         x, y = self.positions((H, W), batch_size, padding_mask, generator)
-        emb = cape2d_embedding(x, y, self.w_x, self.w_y)
+        emb = cape2d_embedding(x, y, *self.frequencies()).to(self.w_x.dtype)
         if padding_mask is not None:
             emb = emb.masked_fill(padding_mask.to(emb.device, torch.bool)[..., None], 0)
         return emb
