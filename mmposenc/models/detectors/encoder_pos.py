@@ -38,6 +38,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from mmdet.models.layers import (DABDetrTransformerEncoder, DeformableDetrTransformerEncoder,
                                  DetrTransformerEncoder, Mask2FormerTransformerEncoder)
+from mmdet.models.detectors.deformable_detr import DeformableDETR
 from mmdet.structures import OptSampleList
 from mmengine.model import BaseModule, ModuleList, initialize
 from torch import Tensor, nn
@@ -70,6 +71,34 @@ def check_peg_after(peg_after: Sequence[int], num_layers: int) -> Tuple[int, ...
     if len(set(positions)) != len(positions):
         raise ValueError(f'peg_after has duplicates: {positions}')
     return tuple(sorted(positions))
+
+
+def flatten_levels(feats: Sequence[Tensor], masks: Optional[Sequence[Tensor]],
+                   positions: Sequence[Optional[Tensor]]) -> Dict[str, Optional[Tensor]]:
+    """The multi-level encoder inputs of mmdet's Deformable-DETR encoder (Deformable-DETR,
+    DINO, Mask2Former's pixel decoder), from per-level maps, masks and positions.
+
+    Args:
+        feats (Sequence[Tensor]): Maps (bs, C, h_l, w_l).
+        masks (Sequence[Tensor], optional): Bool (bs, h_l, w_l) per level, True = padded.
+        positions (Sequence[Tensor | None]): Positions (bs, h_l * w_l, C) per level, or Nones.
+
+    Returns:
+        dict: ``feat`` (bs, sum h_l w_l, C), ``feat_pos`` (or None), ``feat_mask`` (or None
+        without masks), ``spatial_shapes`` (L, 2, traceable), ``level_start_index`` and
+        ``valid_ratios`` (bs, L, 2; None without masks: the caller picks its dtype of ones).
+    """
+    spatial_shapes = torch.stack([torch._shape_as_tensor(f)[2:] for f in feats]).to(
+        feats[0].device)  # traceable (ONNX)
+    return dict(
+        feat=torch.cat([f.flatten(2).permute(0, 2, 1) for f in feats], 1),
+        feat_pos=torch.cat(positions, 1) if positions[0] is not None else None,
+        feat_mask=None if masks is None else torch.cat([m.flatten(1) for m in masks], 1),
+        spatial_shapes=spatial_shapes,
+        level_start_index=torch.cat((spatial_shapes.new_zeros(
+            (1, )), spatial_shapes.prod(1).cumsum(0)[:-1])),
+        valid_ratios=None if masks is None else torch.stack(
+            [DeformableDETR.get_valid_ratio(m) for m in masks], 1))
 
 
 def build_pegs(peg_cfg: Optional[dict], peg_after: Tuple[int, ...], **defaults) -> ModuleList:
@@ -526,39 +555,19 @@ class DeformableEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
         computes exactly what mmdet computes.
         """
         assert batch_data_samples is not None
-        batch_size = mlvl_feats[0].size(0)
-        mlvl_masks = self.feature_padding_masks(mlvl_feats, batch_data_samples)
-        if mlvl_masks is None:
-            mlvl_masks = [None] * len(mlvl_feats)
-        feat_flatten, lvl_pos_flatten, mask_flatten, spatial_shapes = [], [], [], []
-        for lvl, (feat, mask) in enumerate(zip(mlvl_feats, mlvl_masks)):
-            c = feat.shape[1]
-            feat_flatten.append(feat.view(batch_size, c, -1).permute(0, 2, 1))
-            mask_flatten.append(mask.flatten(1) if mask is not None else None)
-            lvl_pos_flatten.append(self.level_pos(feat, mask, self.level_embed[lvl]))
-            spatial_shapes.append(torch._shape_as_tensor(feat)[2:])  # traceable (ONNX)
-        feat_flatten = torch.cat(feat_flatten, 1)
-        feat_pos = torch.cat(lvl_pos_flatten, 1) if lvl_pos_flatten[0] is not None else None
-        mask_flatten = torch.cat(mask_flatten, 1) if mlvl_masks[0] is not None else None
-        spatial_shapes = torch.stack(spatial_shapes).to(feat_flatten.device)
-        level_start_index = torch.cat((spatial_shapes.new_zeros(
-            (1, )), spatial_shapes.prod(1).cumsum(0)[:-1]))
-        if mlvl_masks[0] is not None:
-            valid_ratios = torch.stack([self.get_valid_ratio(m) for m in mlvl_masks], 1)
-        else:
-            valid_ratios = mlvl_feats[0].new_ones(batch_size, len(mlvl_feats), 2)
-        encoder_inputs_dict = dict(
-            feat=feat_flatten,
-            feat_mask=mask_flatten,
-            feat_pos=feat_pos,
-            spatial_shapes=spatial_shapes,
-            level_start_index=level_start_index,
-            valid_ratios=valid_ratios)
+        masks = self.feature_padding_masks(mlvl_feats, batch_data_samples)
+        positions = [
+            self.level_pos(feat, None if masks is None else masks[lvl], self.level_embed[lvl])
+            for lvl, feat in enumerate(mlvl_feats)
+        ]
+        encoder_inputs_dict = flatten_levels(mlvl_feats, masks, positions)
+        if masks is None:
+            encoder_inputs_dict['valid_ratios'] = mlvl_feats[0].new_ones(
+                mlvl_feats[0].size(0), len(mlvl_feats), 2)
         decoder_inputs_dict = dict(
-            memory_mask=mask_flatten,
-            spatial_shapes=spatial_shapes,
-            level_start_index=level_start_index,
-            valid_ratios=valid_ratios)
+            memory_mask=encoder_inputs_dict['feat_mask'],
+            **{k: encoder_inputs_dict[k]
+               for k in ('spatial_shapes', 'level_start_index', 'valid_ratios')})
         return encoder_inputs_dict, decoder_inputs_dict
 
     def extra_repr(self) -> str:

@@ -35,14 +35,13 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 from mmdet.models.dense_heads import Mask2FormerHead
-from mmdet.models.detectors.deformable_detr import DeformableDETR
 from mmdet.models.layers import MSDeformAttnPixelDecoder
 from torch import Tensor, nn
 
 from mmposenc.registry import MODELS
 from ..necks.masked_channel_mapper import MaskedChannelMapper
 from ..utils.padding_masks import masks_from_valid_shapes, valid_feature_shapes
-from .encoder_pos import EncoderPosMixin
+from .encoder_pos import EncoderPosMixin, flatten_levels
 
 
 @MODELS.register_module()
@@ -132,7 +131,7 @@ class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
         """
         batch_size = feats[0].shape[0]
         masks = self.padding_masks(feats)
-        tokens, positions, level_masks, shapes, hw_list = [], [], [], [], []
+        maps, positions, level_masks = [], [], []
         for i in range(self.num_encoder_levels):
             level = self.num_input_levels - i - 1
             feat, mask = feats[level], None if masks is None else masks[level]
@@ -141,37 +140,30 @@ class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
             else:  # GroupNorm over each image's valid cells
                 x = MaskedChannelMapper._masked_forward(self.input_convs[i], feat, mask)[0]
             positions.append(self.level_pos(x, mask, self.level_encoding.weight[i]))
-            tokens.append(x.flatten(2).permute(0, 2, 1))
+            maps.append(x)
             level_masks.append(mask)
-            shapes.append(torch._shape_as_tensor(feat)[2:].to(feat.device))  # traceable
-            hw_list.append(feat.shape[-2:])
-        spatial_shapes = torch.cat(shapes).view(-1, 2)
-        level_start_index = torch.cat((spatial_shapes.new_zeros(
-            (1, )), spatial_shapes.prod(1).cumsum(0)[:-1]))
+        inputs = flatten_levels(maps, None if masks is None else level_masks, positions)
+        spatial_shapes = inputs['spatial_shapes']
         if masks is None:
-            key_padding_mask = None
             reference_points = self._grid_reference_points(feats, batch_size)
             valid_ratios = reference_points.new_ones((batch_size, self.num_encoder_levels, 2))
         else:
-            key_padding_mask = torch.cat([m.flatten(1) for m in level_masks], 1)
-            valid_ratios = torch.stack(
-                [DeformableDETR.get_valid_ratio(m) for m in level_masks], 1)
+            valid_ratios = inputs['valid_ratios']
             reference_points = self.encoder.get_encoder_reference_points(
                 spatial_shapes, valid_ratios, device=feats[0].device)
-        query_pos = torch.cat(positions, 1) if positions[0] is not None else None
         memory = self.encoder(
-            query=torch.cat(tokens, 1),
-            query_pos=query_pos,
-            key_padding_mask=key_padding_mask,
+            query=inputs['feat'],
+            query_pos=inputs['feat_pos'],
+            key_padding_mask=inputs['feat_mask'],
             spatial_shapes=spatial_shapes,
             reference_points=reference_points,
-            level_start_index=level_start_index,
+            level_start_index=inputs['level_start_index'],
             valid_ratios=valid_ratios)
         memory = memory.permute(0, 2, 1)
-        num_tokens = [s[0] * s[1] for s in shapes]
+        num_tokens = [s[0] * s[1] for s in spatial_shapes]
         outs = [
             m.reshape(batch_size, -1, s[0], s[1])
-            for m, s in zip(torch.split(memory, num_tokens, dim=-1), shapes)
+            for m, s in zip(torch.split(memory, num_tokens, dim=-1), spatial_shapes)
         ]
         for i in range(self.num_input_levels - self.num_encoder_levels - 1, -1, -1):
             lateral = self.lateral_convs[i](feats[i])
