@@ -147,15 +147,20 @@ _REFUSAL_RE = re.compile(r'(Trying to load unsupported GLOBAL [^\n]*|Unsupported
                          r'unrecognized function [^\n]*|refusing getattr[^\n]*)')
 
 
-def _refusal(filename, fmt, err, extra=()):
-    """:class:`UnsafeCheckpointError` naming the globals of ``filename`` we do not allow."""
-    names = []
-    if fmt == 'zip':
-        try:
-            found = torch.serialization.get_unsafe_globals_in_checkpoint(filename)
-            names = sorted(set(found) - _allowed_names(extra))
-        except Exception:  # a static scan only: the refusal below stands without it
-            names = []
+def _unsafe_names(filename, fmt, extra=()):
+    """The globals of a zip checkpoint outside the allowlist, sorted (a static scan; empty for
+    a legacy pickle or when the scan fails)."""
+    if fmt != 'zip':
+        return []
+    try:
+        found = torch.serialization.get_unsafe_globals_in_checkpoint(filename)
+    except Exception:
+        return []
+    return sorted(set(found) - _allowed_names(extra))
+
+
+def _refusal(filename, names, err):
+    """:class:`UnsafeCheckpointError` naming the globals ``names`` we do not allow."""
     reason = _REFUSAL_RE.search(str(err))
     what = (f'it names globals outside the safe allowlist: {", ".join(names)}' if names else
             'it holds objects outside the safe allowlist')
@@ -202,9 +207,9 @@ def load_local_checkpoint(filename, map_location=None, extra_safe_globals=()):
         with torch.serialization.safe_globals(safe_globals() + list(extra_safe_globals)):
             return torch.load(filename, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        if _REFUSAL_RE.search(str(err)) or 'Weights only load failed' in str(err) and (
-                fmt == 'zip' and _has_unsafe_globals(filename, extra_safe_globals)):
-            raise _refusal(filename, fmt, err, extra_safe_globals) from None
+        names = _unsafe_names(filename, fmt, extra_safe_globals)
+        if _REFUSAL_RE.search(str(err)) or 'Weights only load failed' in str(err) and names:
+            raise _refusal(filename, names, err) from None
         raise InvalidCheckpointError(
             f'{filename} is not a readable PyTorch checkpoint: {_last_line(err)}') from None
     except (EOFError, KeyError, zipfile.BadZipFile) as err:
@@ -216,14 +221,6 @@ def load_local_checkpoint(filename, map_location=None, extra_safe_globals=()):
             raise InvalidCheckpointError(
                 f'{filename} is not a readable PyTorch checkpoint: {_last_line(err)}') from None
         raise
-
-
-def _has_unsafe_globals(filename, extra=()):
-    try:
-        found = torch.serialization.get_unsafe_globals_in_checkpoint(filename)
-    except Exception:
-        return False
-    return bool(set(found) - _allowed_names(extra))
 
 
 def _last_line(err):
