@@ -15,6 +15,8 @@ import shutil
 import warnings
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+from setuptools.command.editable_wheel import editable_wheel
 
 ROOT = osp.dirname(osp.abspath(__file__))
 MIM_FILES = ('configs', 'tools', 'model-index.yml')
@@ -46,6 +48,59 @@ MIM_PACKAGE_DATA = [
     '.mim/tools/**/*.py',
     '.mim/tools/**/*.sh',
 ]
+
+# The startup hook (see _mmposenc_startup.py): a top-level module, and a .pth file in
+# site-packages whose line Python's `site` runs at interpreter start. build_py puts the .pth at
+# the root of a regular wheel (beside the packages). An editable wheel (`pip install -e .`,
+# PEP 660) holds only a finder and its own .pth for a flat layout like ours: setuptools ignores
+# what build commands write and does not install data_files there, so editable_wheel adds the
+# file itself (tests/test_packaging/test_startup_hook.py checks both wheels).
+STARTUP_MODULE = '_mmposenc_startup'
+STARTUP_PTH = 'mmposenc-startup.pth'
+
+
+class build_py_with_startup_pth(build_py):
+    """``build_py`` that also puts :data:`STARTUP_PTH` into the wheel's root."""
+
+    def run(self):
+        super().run()
+        if not self.editable_mode:  # an editable wheel gets it from editable_wheel
+            self.copy_file(osp.join(ROOT, STARTUP_PTH), osp.join(self.build_lib, STARTUP_PTH))
+
+    def get_outputs(self, include_bytecode=True):
+        return super().get_outputs(include_bytecode) + [osp.join(self.build_lib, STARTUP_PTH)]
+
+    def get_output_mapping(self):
+        return {**super().get_output_mapping(), osp.join(self.build_lib, STARTUP_PTH): STARTUP_PTH}
+
+    def get_source_files(self):  # the sdist holds it
+        return super().get_source_files() + [STARTUP_PTH]
+
+
+class _StrategyWithStartupPth:
+    """An editable-wheel strategy of setuptools that also writes :data:`STARTUP_PTH`."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+
+    def __call__(self, wheel, files, mapping):
+        self.strategy(wheel, files, mapping)
+        with open(osp.join(ROOT, STARTUP_PTH), 'rb') as f:
+            wheel.writestr(STARTUP_PTH, f.read())
+
+    def __enter__(self):
+        self.strategy.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        return self.strategy.__exit__(*exc_info)
+
+
+class editable_wheel_with_startup_pth(editable_wheel):
+    """setuptools' PEP 660 ``editable_wheel`` whose wheel also holds :data:`STARTUP_PTH`."""
+
+    def _select_strategy(self, *args, **kwargs):
+        return _StrategyWithStartupPth(super()._select_strategy(*args, **kwargs))
 
 
 def get_version():
@@ -99,6 +154,9 @@ if __name__ == '__main__':
         packages=find_packages(exclude=('configs', 'configs.*', 'tools', 'tools.*', 'tests',
                                         'tests.*')),
         package_data={'mmposenc': MIM_PACKAGE_DATA},
+        py_modules=[STARTUP_MODULE],
+        cmdclass={'build_py': build_py_with_startup_pth,
+                  'editable_wheel': editable_wheel_with_startup_pth},
         python_requires='>=3.9',
         install_requires=INSTALL_REQUIRES,
         extras_require=EXTRAS_REQUIRE,

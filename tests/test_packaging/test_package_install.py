@@ -231,13 +231,15 @@ def test_user_config_inherits_an_mmposenc_config(tmp_path):
     assert res.stdout.strip() == 'mmposenc.PEGDETR ./work_dirs/user'
 
 
-def test_mmposenc_base_needs_mmposenc_imported_before_parsing(tmp_path):
-    """What the hosts' tools/train.py does (Config.fromfile first): `custom_imports` in the
-    config does not help, since mmengine resolves `_base_` before it imports them."""
+def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(tmp_path):
+    """What the hosts' tools/train.py does (Config.fromfile first) with the startup hook
+    turned off (MMPOSENC_NO_STARTUP_HOOK=1; the hook is tested in test_startup_hook.py):
+    `custom_imports` in the config does not help, since mmengine resolves `_base_` before it
+    imports them."""
     (tmp_path / 'user.py').write_text(
         USER_CONFIG + "custom_imports = dict(imports=['mmposenc'], allow_failed_imports=False)\n")
     res = _run([sys.executable, *QUIET, '-c', LOAD.format(imports=''), 'user.py'],
-               cwd=str(tmp_path), check=False)
+               cwd=str(tmp_path), env=_env(MMPOSENC_NO_STARTUP_HOOK='1'), check=False)
     assert res.returncode != 0
     assert 'AssertionError: mmengine does not support to load mmposenc config.' in res.stderr
     # inheriting our config by its path needs no import before parsing
@@ -340,7 +342,8 @@ def _copy_source(dst):
     ignore = shutil.ignore_patterns('__pycache__', '*.pyc', '.mim', '*.egg-info', 'build',
                                     'dist', 'work_dirs', 'data', '*.pth', '*.onnx')
     os.makedirs(dst)
-    for name in ('setup.py', 'model-index.yml', 'mmposenc', 'configs', 'tools'):
+    for name in ('setup.py', 'model-index.yml', '_mmposenc_startup.py', 'mmposenc-startup.pth',
+                 'mmposenc', 'configs', 'tools'):
         src = osp.join(REPO_ROOT, name)
         if osp.isdir(src):
             shutil.copytree(src, osp.join(dst, name), ignore=ignore)
