@@ -5,8 +5,8 @@ mmengine 0.10.7 calls ``torch.load(filename)`` for local files. Under torch >= 2
 ``message_hub`` holds :class:`~mmengine.logging.HistoryBuffer` objects (numpy arrays, and the
 buffer's statistics methods pickled as ``getattr(HistoryBuffer, 'mean')``), and metrics are
 numpy scalars. :func:`load_local_checkpoint` keeps ``weights_only=True`` and allows, only for
-the duration of its own ``torch.load`` (:func:`allowlisted`), the smallest set of globals those
-files need (:func:`safe_globals`):
+the duration of its own ``torch.load`` (``torch.serialization.safe_globals``, nothing
+process-wide), the smallest set of globals those files need (:func:`safe_globals`):
 
 - ``mmengine.logging.history_buffer.HistoryBuffer``;
 - ``builtins.getattr`` restricted to the statistics methods of ``HistoryBuffer`` (any other
@@ -22,28 +22,13 @@ load) is refused with :class:`UnsafeCheckpointError`, which names the globals. T
 file you trust, opt in explicitly: ``MMPOSENC_UNSAFE_LOAD=1`` (environment) makes this loader
 call ``torch.load(weights_only=False)``. A file that is not a checkpoint at all (text, an
 empty or truncated file) raises :class:`InvalidCheckpointError`.
-
-What the allowlist touches. torch (2.6 to 2.13 at least) keeps one allowlist per process
-(``torch._weights_only_unpickler._marked_safe_globals_set``, a module-level set read by every
-``weights_only`` load in every thread; unlike ``map_location`` and ``skip_data`` it is not in
-torch's thread-local ``_serialization_tls``), and ``torch.load(weights_only=True)`` refuses a
-custom ``pickle_module``, so there is no per-call or per-thread allowlist. The entries are
-therefore added to torch's allowlist while a load runs: another thread's ``weights_only`` load
-running at the same time also accepts them. Before and after, torch's allowlist is exactly as
-the caller left it: only the entries it lacks are added (what the user registered with
-``torch.serialization.add_safe_globals`` stays, and is not removed afterwards, unlike with
-``torch.serialization.safe_globals``, whose exit removes every listed entry), and they are
-removed when the last of our concurrent loads ends.
 """
 import logging
 import os
 import os.path as osp
 import pickle
 import re
-import threading
 import zipfile
-from collections import Counter
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -114,48 +99,6 @@ def safe_globals():
     """
     from mmengine.logging import HistoryBuffer
     return [HistoryBuffer, (_history_buffer_method, 'builtins.getattr')] + _numpy_globals()
-
-
-#: Guards :data:`_held`: entries our running loads added to torch's allowlist, with how many
-#: of them hold each.
-_allowlist_lock = threading.Lock()
-_held = Counter()
-
-
-@contextmanager
-def allowlisted(entries):
-    """Allow ``entries`` in torch's ``weights_only`` allowlist for the duration of the context,
-    leaving it exactly as found.
-
-    Entries torch's allowlist already holds (registered by the user with
-    ``torch.serialization.add_safe_globals``) are left alone and stay after the context; the
-    others are added, counted across threads, and removed when the last context that added
-    them ends. torch's allowlist is process-wide: while the context runs, other threads'
-    ``weights_only`` loads see these entries too (see the module doc).
-
-    Args:
-        entries (Sequence): Callables or ``(callable, 'module.name')`` pairs.
-    """
-    mine = []
-    with _allowlist_lock:
-        present = set(torch.serialization.get_safe_globals())
-        for entry in dict.fromkeys(entries):
-            if _held[entry] or entry not in present:
-                _held[entry] += 1
-                mine.append(entry)
-        torch.serialization.add_safe_globals([e for e in mine if e not in present])
-    try:
-        yield
-    finally:
-        with _allowlist_lock:
-            done = []
-            for entry in mine:
-                _held[entry] -= 1
-                if not _held[entry]:
-                    del _held[entry]
-                    done.append(entry)
-            # the exit of torch's own context removes exactly the entries it lists
-            torch.serialization.safe_globals(done).__exit__(None, None, None)
 
 
 def _allowed_names(extra=()):
@@ -261,7 +204,7 @@ def load_local_checkpoint(filename, map_location=None, extra_safe_globals=()):
                   logger='current', level=logging.WARNING)
         return torch.load(filename, map_location=map_location, weights_only=False)
     try:
-        with allowlisted(safe_globals() + list(extra_safe_globals)):
+        with torch.serialization.safe_globals(safe_globals() + list(extra_safe_globals)):
             return torch.load(filename, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         names = _unsafe_names(filename, fmt, extra_safe_globals)

@@ -14,29 +14,36 @@ How mmengine 0.10.7 resolves ``pkg::folder/file.py`` (``Config._get_cfg_path``):
    imports (a missing or malformed one breaks every ``mmposenc::`` base); the file is then
    ``<folder>/.mim/configs/<folder>/<file>.py`` (``setup.py`` fills ``mmposenc/.mim``).
 
-:func:`register_config_package` (run by ``import mmposenc``) adds ``'mmposenc'`` to that table
-(step 1) and answers step 3 for ``mmposenc`` only: ``get_installed_path`` as seen by
-``mmengine.config.config`` (the name ``Config._get_cfg_path`` calls) is wrapped so that
-``'mmposenc'`` maps to the folder of the imported package. For an installed wheel that is the
-folder mmengine computes itself (``site-packages/mmposenc``, tested in a fresh environment).
-For an editable install (``pip install -e .``, PEP 660) mmengine's answer is wrong: the
-distribution metadata sits in site-packages while the code stays in the source tree, so
-``site-packages/mmposenc`` does not exist. Every other package goes to mmengine's function
-unchanged.
+:func:`register_config_package` adds ``'mmposenc'`` to that table (step 1) and answers step 3
+for ``mmposenc`` only: ``get_installed_path`` as seen by ``mmengine.config.config`` (the name
+``Config._get_cfg_path`` calls) is wrapped so that ``'mmposenc'`` maps to the folder of this
+package. For an installed wheel that is the folder mmengine computes itself
+(``site-packages/mmposenc``, tested in a fresh environment). For an editable install
+(``pip install -e .``, PEP 660) mmengine's answer is wrong: the distribution metadata sits in
+site-packages while the code stays in the source tree, so ``site-packages/mmposenc`` does not
+exist. Every other package goes to mmengine's function unchanged.
+
+When it runs. The table must be filled before a config with an ``mmposenc::`` base is parsed,
+and ``custom_imports`` in that config cannot do it (mmengine resolves ``_base_`` before it
+imports ``custom_imports``); the hosts' entry points (mmdet's / mmseg's / mmpretrain's
+``tools/train.py`` and ``tools/test.py``, ``mim train``, the inferencers) never import mmposenc
+first. So it runs twice, idempotently: on ``import mmposenc``, and from the startup hook that
+mmposenc installs: ``mmposenc-startup.pth`` in site-packages imports the top-level module
+``_mmposenc_startup`` when the interpreter starts, which waits until ``mmengine.config`` is
+imported and then runs :func:`register_config_package` of this file, loaded from its path
+without importing the ``mmposenc`` package (which is why this module imports nothing but the
+standard library). ``MMPOSENC_NO_STARTUP_HOOK=1`` turns the hook off; then ``mmposenc`` must be
+imported before parsing, as our ``tools/train.py`` and ``tools/test.py`` do.
 
 mim (``mim search`` / ``mim train``, separate processes that never import mmposenc) locates the
 package the same way as step 3 and needs, with an editable install, the repository first on
 ``PYTHONPATH`` (its ``mmposenc.egg-info`` then comes first); see the README.
-
-Because the table is only filled on import, ``mmposenc`` must be imported before a config with
-an ``mmposenc::`` base is parsed: ``tools/train.py``, ``tools/test.py`` and ``mim train mmposenc``
-(which runs our ``tools/train.py``) do; ``custom_imports`` in the config itself cannot, since
-mmengine resolves ``_base_`` before it imports ``custom_imports``.
 """
 import os.path as osp
 
 PACKAGE = 'mmposenc'
-#: The folder of the imported ``mmposenc`` package (it holds ``.mim/`` after ``setup.py``).
+#: The folder of the ``mmposenc`` package this file belongs to (it holds ``.mim/`` after
+#: ``setup.py``), also when the startup hook loads this file without importing the package.
 PACKAGE_DIR = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
