@@ -1,12 +1,15 @@
 from .checkpoint import (CheckpointMismatchError, InvalidCheckpointError, UnsafeCheckpointError,
-                         check_checkpoint_file, describe_mismatch, load_local_checkpoint,
-                         register_local_loader, safe_globals, state_dict_mismatch)
+                         allowlisted, check_checkpoint_file, describe_mismatch,
+                         load_local_checkpoint, load_model_zoo_checkpoint,
+                         load_remote_checkpoint, register_safe_loaders, safe_globals,
+                         state_dict_mismatch)
 from .optim_wrapper import BF16OptimWrapper, amp_optim_wrapper_type
 from .quiet_init import init_info_silenced, init_weights_quietly
 
 __all__ = [
     'BF16OptimWrapper', 'CheckpointMismatchError', 'InvalidCheckpointError',
-    'UnsafeCheckpointError', 'amp_optim_wrapper_type', 'check_checkpoint_file',
+    'UnsafeCheckpointError', 'allowlisted', 'amp_optim_wrapper_type', 'check_checkpoint_file',
     'describe_mismatch', 'init_info_silenced', 'init_weights_quietly', 'load_local_checkpoint',
-    'register_local_loader', 'safe_globals', 'state_dict_mismatch'
+    'load_model_zoo_checkpoint', 'load_remote_checkpoint', 'register_safe_loaders',
+    'safe_globals', 'state_dict_mismatch'
 ]

@@ -5,8 +5,8 @@ mmengine 0.10.7 calls ``torch.load(filename)`` for local files. Under torch >= 2
 ``message_hub`` holds :class:`~mmengine.logging.HistoryBuffer` objects (numpy arrays, and the
 buffer's statistics methods pickled as ``getattr(HistoryBuffer, 'mean')``), and metrics are
 numpy scalars. :func:`load_local_checkpoint` keeps ``weights_only=True`` and allows, only for
-the duration of its own ``torch.load`` (``torch.serialization.safe_globals``, nothing
-process-wide), the smallest set of globals those files need (:func:`safe_globals`):
+the duration of its own ``torch.load`` (:func:`allowlisted`), the smallest set of globals those
+files need (:func:`safe_globals`):
 
 - ``mmengine.logging.history_buffer.HistoryBuffer``;
 - ``builtins.getattr`` restricted to the statistics methods of ``HistoryBuffer`` (any other
@@ -22,13 +22,28 @@ load) is refused with :class:`UnsafeCheckpointError`, which names the globals. T
 file you trust, opt in explicitly: ``MMPOSENC_UNSAFE_LOAD=1`` (environment) makes this loader
 call ``torch.load(weights_only=False)``. A file that is not a checkpoint at all (text, an
 empty or truncated file) raises :class:`InvalidCheckpointError`.
+
+What the allowlist touches. torch (2.6 to 2.13 at least) keeps one allowlist per process
+(``torch._weights_only_unpickler._marked_safe_globals_set``, a module-level set read by every
+``weights_only`` load in every thread; unlike ``map_location`` and ``skip_data`` it is not in
+torch's thread-local ``_serialization_tls``), and ``torch.load(weights_only=True)`` refuses a
+custom ``pickle_module``, so there is no per-call or per-thread allowlist. The entries are
+therefore added to torch's allowlist while a load runs: another thread's ``weights_only`` load
+running at the same time also accepts them. Before and after, torch's allowlist is exactly as
+the caller left it: only the entries it lacks are added (what the user registered with
+``torch.serialization.add_safe_globals`` stays, and is not removed afterwards, unlike with
+``torch.serialization.safe_globals``, whose exit removes every listed entry), and they are
+removed when the last of our concurrent loads ends.
 """
 import logging
 import os
 import os.path as osp
 import pickle
 import re
+import threading
 import zipfile
+from collections import Counter
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -99,6 +114,48 @@ def safe_globals():
     """
     from mmengine.logging import HistoryBuffer
     return [HistoryBuffer, (_history_buffer_method, 'builtins.getattr')] + _numpy_globals()
+
+
+#: Guards :data:`_held`: entries our running loads added to torch's allowlist, with how many
+#: of them hold each.
+_allowlist_lock = threading.Lock()
+_held = Counter()
+
+
+@contextmanager
+def allowlisted(entries):
+    """Allow ``entries`` in torch's ``weights_only`` allowlist for the duration of the context,
+    leaving it exactly as found.
+
+    Entries torch's allowlist already holds (registered by the user with
+    ``torch.serialization.add_safe_globals``) are left alone and stay after the context; the
+    others are added, counted across threads, and removed when the last context that added
+    them ends. torch's allowlist is process-wide: while the context runs, other threads'
+    ``weights_only`` loads see these entries too (see the module doc).
+
+    Args:
+        entries (Sequence): Callables or ``(callable, 'module.name')`` pairs.
+    """
+    mine = []
+    with _allowlist_lock:
+        present = set(torch.serialization.get_safe_globals())
+        for entry in dict.fromkeys(entries):
+            if _held[entry] or entry not in present:
+                _held[entry] += 1
+                mine.append(entry)
+        torch.serialization.add_safe_globals([e for e in mine if e not in present])
+    try:
+        yield
+    finally:
+        with _allowlist_lock:
+            done = []
+            for entry in mine:
+                _held[entry] -= 1
+                if not _held[entry]:
+                    del _held[entry]
+                    done.append(entry)
+            # the exit of torch's own context removes exactly the entries it lists
+            torch.serialization.safe_globals(done).__exit__(None, None, None)
 
 
 def _allowed_names(extra=()):
@@ -204,7 +261,7 @@ def load_local_checkpoint(filename, map_location=None, extra_safe_globals=()):
                   logger='current', level=logging.WARNING)
         return torch.load(filename, map_location=map_location, weights_only=False)
     try:
-        with torch.serialization.safe_globals(safe_globals() + list(extra_safe_globals)):
+        with allowlisted(safe_globals() + list(extra_safe_globals)):
             return torch.load(filename, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         names = _unsafe_names(filename, fmt, extra_safe_globals)
@@ -229,10 +286,94 @@ def _last_line(err):
     return lines[-1] if lines else type(err).__name__
 
 
-def register_local_loader():
-    """Make mmengine's ``CheckpointLoader`` use :func:`load_local_checkpoint` for local paths."""
+def _download(url, model_dir=None, progress=False):
+    """``url`` downloaded as torch.hub / mmengine cache it (``<torch hub dir>/checkpoints/<the
+    URL's file name>``, kept and reused) with torch's downloader; the local path. A zip
+    archive holding one file (torch.hub's legacy format) is extracted beside it."""
+    from urllib.parse import urlparse
+    if model_dir is None:
+        model_dir = osp.join(torch.hub.get_dir(), 'checkpoints')
+    os.makedirs(model_dir, exist_ok=True)
+    name = osp.basename(urlparse(url).path)
+    if not name:
+        raise InvalidCheckpointError(f'{url} names no file to download')
+    cached = osp.join(model_dir, name)
+    if not osp.exists(cached):
+        torch.hub.download_url_to_file(url, cached, progress=progress)
+    if zipfile.is_zipfile(cached):
+        with zipfile.ZipFile(cached) as archive:
+            members = archive.infolist()
+            if len(members) == 1 and not members[0].is_dir():
+                inner = members[0].filename
+                if osp.isabs(inner) or '..' in inner.replace('\\', '/').split('/'):
+                    raise InvalidCheckpointError(f'{url}: refusing to extract {inner!r}')
+                archive.extract(members[0], model_dir)
+                return osp.join(model_dir, inner)
+    return cached
+
+
+def load_remote_checkpoint(filename, map_location=None, model_dir=None, progress=False):
+    """Download an ``http://`` / ``https://`` checkpoint, then load it as
+    :func:`load_local_checkpoint` loads a local file (same allowlist, refusal and opt-in).
+
+    mmengine's own ``load_from_http`` unpickles the download with torch.hub's
+    ``weights_only=False``. As there, the file is cached in ``<torch hub dir>/checkpoints``
+    and, in a distributed run, rank 0 downloads it before the other ranks look for it.
+
+    Args:
+        filename (str): The URL.
+        map_location (str | torch.device, optional): As in :func:`torch.load`.
+        model_dir (str, optional): Download folder. Defaults to torch.hub's.
+        progress (bool): Show a progress bar. Defaults to False.
+
+    Returns:
+        dict: The loaded checkpoint.
+    """
+    from mmengine.dist import get_dist_info
+    rank, world_size = get_dist_info()
+    path = _download(filename, model_dir, progress) if rank == 0 else None
+    if world_size > 1:
+        torch.distributed.barrier()
+        if rank > 0:
+            path = _download(filename, model_dir, progress)
+    return load_local_checkpoint(path, map_location=map_location)
+
+
+def load_model_zoo_checkpoint(filename, map_location=None):
+    """``torchvision://``, ``modelzoo://``, ``open-mmlab://``, ``openmmlab://`` and
+    ``mmcls://`` checkpoints, resolved with mmengine's model tables as mmengine resolves them,
+    loaded by :func:`load_remote_checkpoint` (or :func:`load_local_checkpoint` for an
+    ``open-mmlab://`` entry that names a file in mmengine's home)."""
+    from mmengine.runner import checkpoint as mm
+    scheme, name = filename.split('://', 1)
+    if scheme in ('torchvision', 'modelzoo'):
+        url = mm.get_torchvision_models()[name]
+    elif scheme == 'mmcls':
+        return mm._process_mmcls_checkpoint(
+            load_remote_checkpoint(mm.get_mmcls_models()[name], map_location))
+    else:
+        name = mm.get_deprecated_model_names().get(name, name)
+        url = mm.get_external_models()[name]
+        if not url.startswith(('http://', 'https://')):
+            return load_local_checkpoint(osp.join(mm._get_mmengine_home(), url), map_location)
+    return load_remote_checkpoint(url, map_location)
+
+
+#: mmengine's ``CheckpointLoader`` prefixes our loaders take over ('' = local paths).
+SAFE_LOADERS = {
+    '': load_local_checkpoint,
+    ('http://', 'https://'): load_remote_checkpoint,
+    ('torchvision://', 'modelzoo://', 'open-mmlab://', 'openmmlab://', 'mmcls://'):
+    load_model_zoo_checkpoint,
+}
+
+
+def register_safe_loaders():
+    """Make mmengine's ``CheckpointLoader`` load local paths, URLs and model-zoo names with
+    our loaders (:data:`SAFE_LOADERS`; ``pavi://`` and ``s3://`` stay mmengine's)."""
     from mmengine.runner.checkpoint import CheckpointLoader
-    CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
+    for prefixes, loader in SAFE_LOADERS.items():
+        CheckpointLoader.register_scheme(prefixes=prefixes, loader=loader, force=True)
 
 
 def _preview(keys, n=3):

@@ -198,13 +198,84 @@ def test_loader_is_registered_for_local_paths(tmp_path):
 
 
 def test_allowlist_is_scoped_to_our_loader(runner_checkpoint):
-    """Loading through mmposenc allows nothing process-wide."""
+    """Loading through mmposenc leaves torch's allowlist as it was."""
     from torch.serialization import get_safe_globals
     before = list(get_safe_globals())
     _load_checkpoint(osp.join(runner_checkpoint, 'iter_2.pth'))
     assert list(get_safe_globals()) == before
     with pytest.raises(Exception, match='Weights only load failed'):
         torch.load(osp.join(runner_checkpoint, 'iter_2.pth'))
+
+
+@pytest.fixture
+def torch_allowlist():
+    """torch's process-wide ``weights_only`` allowlist, restored after the test."""
+    from torch.serialization import add_safe_globals, clear_safe_globals, get_safe_globals
+    saved = list(get_safe_globals())
+    yield
+    clear_safe_globals()
+    add_safe_globals(saved)
+
+
+def test_users_own_safe_globals_survive_our_loads(tmp_path, torch_allowlist, monkeypatch):
+    """A user's ``add_safe_globals`` entries that our allowlist also holds stay registered
+    after a load (``torch.serialization.safe_globals``' exit would remove them), and their
+    own ``weights_only`` loads keep working."""
+    from torch.serialization import add_safe_globals, get_safe_globals
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+    path = str(tmp_path / 'numpy.pth')
+    torch.save({'a': np.arange(3)}, path)
+    user = [np.ndarray, np.dtype, (np.core.multiarray._reconstruct,
+                                   'numpy.core.multiarray._reconstruct'),
+            type(np.dtype(np.int64))]
+    add_safe_globals(user)
+    before = set(get_safe_globals())
+    assert load_local_checkpoint(path)['a'].tolist() == [0, 1, 2]
+    assert set(get_safe_globals()) == before
+    assert torch.load(path, weights_only=True)['a'].tolist() == [0, 1, 2]
+
+
+def test_concurrent_loads_keep_each_others_allowlist(tmp_path, torch_allowlist, monkeypatch):
+    """Two threads load at once; the first to finish must not take the allowlist from the
+    other, still unpickling; afterwards torch's allowlist is as before."""
+    import threading
+
+    from torch.serialization import get_safe_globals
+
+    import mmposenc.engine.checkpoint as ckpt_mod
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+    path = str(tmp_path / 'numpy.pth')
+    torch.save({'a': np.arange(3)}, path)
+    before = set(get_safe_globals())
+    both_inside, first_done = threading.Barrier(2), threading.Event()
+    real_load = torch.load
+
+    def load(*args, **kwargs):  # both threads are inside the allowlist here
+        both_inside.wait(timeout=60)
+        if threading.current_thread().name == 'first':
+            return real_load(*args, **kwargs)
+        assert first_done.wait(timeout=60)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(ckpt_mod.torch, 'load', load)
+    results = {}
+
+    def run(name):
+        try:
+            results[name] = load_local_checkpoint(path)['a'].tolist()
+        except Exception as err:  # noqa: BLE001 (reported below)
+            results[name] = err
+        finally:
+            if name == 'first':
+                first_done.set()
+
+    threads = [threading.Thread(target=run, args=(n, ), name=n) for n in ('first', 'second')]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert results == {'first': [0, 1, 2], 'second': [0, 1, 2]}
+    assert set(get_safe_globals()) == before
 
 
 def test_mismatch_check_sees_the_checkpoint_as_the_models_load_hooks_leave_it():
@@ -230,3 +301,61 @@ def test_mismatch_check_sees_the_checkpoint_as_the_models_load_hooks_leave_it():
     mismatch = state_dict_mismatch(wrapped, {'backbone.' + k: v
                                              for k, v in narrow.state_dict().items()})
     assert 'backbone.pos_embed' in mismatch['shape'] and mismatch['shape']
+
+
+@pytest.fixture
+def http_root(tmp_path):
+    """A folder served over http://127.0.0.1:<port>/ by a local http.server (the URL)."""
+    import functools
+    import http.server
+    import threading
+    root = tmp_path / 'served'
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f'http://127.0.0.1:{server.server_address[1]}'
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize('scheme', ['http', 'torchvision'])
+def test_remote_checkpoints_take_the_safe_loader(http_root, tmp_path, monkeypatch, scheme):
+    """A downloaded checkpoint is loaded as a local one: a Runner-like checkpoint (numpy in
+    the message hub) loads with weights_only=True and our allowlist, a pickle that would run
+    code is refused and does not run (mmengine's load_from_http unpickles with torch.hub's
+    weights_only=False). ``torchvision://`` names resolve to URLs and take the same path."""
+    from mmengine.runner import checkpoint as mm
+    monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    root, url = http_root
+    marker = tmp_path / 'ran'
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f'touch {marker}', )
+
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'hist': np.arange(3)}},
+               root / 'safe.pth')
+    torch.save({'state_dict': {'w': torch.ones(1)}, 'meta': Payload()}, root / 'evil.pth')
+    names = dict(safe=f'{url}/safe.pth', evil=f'{url}/evil.pth')
+    if scheme == 'torchvision':
+        urls = dict(names)
+        monkeypatch.setattr(mm, 'get_torchvision_models', lambda: urls)
+        names = {k: f'torchvision://{k}' for k in names}
+    calls = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, 'load', lambda *a, **k: calls.append(k) or real_load(*a, **k))
+    ckpt = _load_checkpoint(names['safe'], map_location='cpu')
+    assert ckpt['meta']['hist'].tolist() == [0, 1, 2] and ckpt['state_dict']['w'].sum() == 2
+    assert calls and all(k.get('weights_only') is True for k in calls)
+    assert osp.isfile(tmp_path / 'torch_home' / 'hub' / 'checkpoints' / 'safe.pth')
+    with pytest.raises(UnsafeCheckpointError,
+                       match=r'refusing to load .*evil\.pth: it names globals outside the safe '
+                       r'allowlist: (posix|nt)\.system'):
+        _load_checkpoint(names['evil'])
+    assert not marker.exists()
