@@ -25,7 +25,7 @@ MIM_FILES = ('configs', 'tools', 'model-index.yml')
 # and against the modules the package imports). setuptools < 81: mmengine 0.10.7 resolves
 # `mmdet::` / `mmposenc::` bases with pkg_resources, which setuptools 81 removed.
 INSTALL_REQUIRES = [
-    'torch>=2.0',
+    'torch>=2.6',  # safe checkpoint loading (mmposenc.engine.checkpoint.MIN_TORCH_VERSION)
     'mmengine>=0.10.0,<1.0.0',
     'mmcv>=2.0.0,<2.2.0',
     'numpy',

@@ -48,6 +48,15 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+#: The oldest torch with every ``torch.serialization`` API this module uses
+#: (:data:`TORCH_APIS`): ``get_unsafe_globals_in_checkpoint`` and ``(callable, 'module.name')``
+#: allowlist entries came with torch 2.6 (pytorch/pytorch#139221, #140738, #142153);
+#: ``add_safe_globals`` with 2.4, the ``safe_globals`` context with 2.5. setup.py declares it.
+MIN_TORCH_VERSION = '2.6'
+#: The ``torch.serialization`` functions used here.
+TORCH_APIS = ('add_safe_globals', 'get_safe_globals', 'get_unsafe_globals_in_checkpoint',
+              'safe_globals')
+
 #: Environment variable: ``1`` loads local checkpoints with ``weights_only=False``.
 UNSAFE_LOAD_ENV = 'MMPOSENC_UNSAFE_LOAD'
 
@@ -286,6 +295,17 @@ def _last_line(err):
     return lines[-1] if lines else type(err).__name__
 
 
+def check_torch_serialization():
+    """Raise one clear ImportError when torch lacks an API of :data:`TORCH_APIS` (torch older
+    than :data:`MIN_TORCH_VERSION`, which setup.py declares)."""
+    missing = [name for name in TORCH_APIS if not hasattr(torch.serialization, name)]
+    if missing:
+        raise ImportError(
+            f'mmposenc needs torch>={MIN_TORCH_VERSION} for safe checkpoint loading '
+            f'(torch.serialization.{", ".join(missing)}); found torch {torch.__version__}: '
+            f'pip install "torch>={MIN_TORCH_VERSION}"')
+
+
 def _download(url, model_dir=None, progress=False):
     """``url`` downloaded as torch.hub / mmengine cache it (``<torch hub dir>/checkpoints/<the
     URL's file name>``, kept and reused) with torch's downloader; the local path. A zip
@@ -372,6 +392,7 @@ def register_safe_loaders():
     """Make mmengine's ``CheckpointLoader`` load local paths, URLs and model-zoo names with
     our loaders (:data:`SAFE_LOADERS`; ``pavi://`` and ``s3://`` stay mmengine's)."""
     from mmengine.runner.checkpoint import CheckpointLoader
+    check_torch_serialization()
     for prefixes, loader in SAFE_LOADERS.items():
         CheckpointLoader.register_scheme(prefixes=prefixes, loader=loader, force=True)
 

@@ -89,6 +89,29 @@ def test_install_requires_and_extras_match_the_pins():
         'torch', 'mmengine', 'mmcv', 'numpy', 'setuptools'}
 
 
+def test_torch_floor_is_the_one_the_checkpoint_loader_needs(monkeypatch):
+    """setup.py's torch floor is mmposenc.engine.checkpoint.MIN_TORCH_VERSION (the oldest
+    torch with every torch.serialization API the loader calls); TORCH_APIS lists every such
+    call in the module, and a torch that lacks one is refused with one line naming the
+    floor."""
+    import torch
+    from packaging.version import Version
+
+    from mmposenc.engine import checkpoint
+    torch_req = next(Requirement(r) for r in _setup()['INSTALL_REQUIRES']
+                     if Requirement(r).name == 'torch')
+    floors = [s.version for s in torch_req.specifier if s.operator == '>=']
+    assert floors == [checkpoint.MIN_TORCH_VERSION], torch_req
+    assert Version(checkpoint.MIN_TORCH_VERSION) >= Version('2.6')
+    used = set(re.findall(r'torch\.serialization\.(\w+)\(',
+                          open(checkpoint.__file__, encoding='utf-8').read()))
+    assert used == set(checkpoint.TORCH_APIS)
+    monkeypatch.delattr(torch.serialization, 'get_unsafe_globals_in_checkpoint')
+    with pytest.raises(ImportError, match=r'mmposenc needs torch>=2\.6 .*'
+                       r'get_unsafe_globals_in_checkpoint\); found torch '):
+        checkpoint.register_safe_loaders()
+
+
 def _imports(path):
     """(top-level module, at module level?) of every absolute import in a file."""
     tree = ast.parse(open(path, encoding='utf-8').read())
