@@ -2,7 +2,7 @@
 # (tools/setup_env.sh is idempotent: a second run takes seconds and does not rebuild mmcv).
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast
+.PHONY: setup setup-docs demo test test-fast docs
 setup:
 	bash tools/setup_env.sh
 
@@ -14,3 +14,12 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow"
+
+# The documentation site: Sphinx (requirements/docs.txt, installed only here) builds docs/ into
+# docs/_build/html with warnings as errors, then every internal link of the site is checked.
+setup-docs:
+	bash tools/setup_docs.sh
+
+docs: setup-docs
+	$(PY) -m sphinx -W --keep-going -b html -j 1 docs docs/_build/html
+	$(PY) tools/misc/check_docs_links.py docs/_build/html
