@@ -158,6 +158,7 @@ if __name__ == '__main__':
         cmdclass={'build_py': build_py_with_startup_pth,
                   'editable_wheel': editable_wheel_with_startup_pth},
         python_requires='>=3.9',
+        license='Apache-2.0',
         install_requires=INSTALL_REQUIRES,
         extras_require=EXTRAS_REQUIRE,
         zip_safe=False,
