@@ -60,12 +60,33 @@ def _adapt_distributed_to_cpu(cfg):
             dist.init_process_group(backend='gloo', **kwargs)
 
 
-def build_runner(cfg):
-    """Build the Runner named by ``runner_type`` (mmengine's ``Runner`` by default)."""
+def build_runner(cfg, first_log_line=None):
+    """Build the Runner named by ``runner_type`` (mmengine's ``Runner`` by default).
+
+    Args:
+        cfg (Config): The config.
+        first_log_line (str, optional): A warning logged as the first line of the run's log
+            (before the environment and the config; with a custom ``runner_type``, right after
+            them). Defaults to None.
+    """
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
     import mmposenc.registry  # noqa: F401  (puts the mmposenc scope into the registry tree)
     if 'runner_type' in cfg:
-        return RUNNERS.build(cfg)
-    return Runner.from_cfg(cfg)
+        runner = RUNNERS.build(cfg)
+        if first_log_line:
+            runner.logger.warning(first_log_line)
+        return runner
+    if not first_log_line:
+        return Runner.from_cfg(cfg)
+
+    class FirstLineRunner(Runner):
+        """mmengine's Runner whose log starts with ``first_log_line``."""
+
+        def build_logger(self, *args, **kwargs):
+            logger = super().build_logger(*args, **kwargs)
+            logger.warning(first_log_line)
+            return logger
+
+    return FirstLineRunner.from_cfg(cfg)

@@ -18,7 +18,14 @@ images with the PEG model's boxes drawn by mmdet's ``DetLocalVisualizer``::
 
 ``--data-root`` expects the COCO layout (``annotations/instances_{train,val}2017.json``,
 ``train2017/``, ``val2017/``; change the names with ``--train-ann`` etc.), and switches the
-head to 80 classes.
+head to 80 classes. With ``--quick`` only the first 16 training and 8 validation images of
+that tree that have annotations are used (their annotations are written to
+``<work-dir>/quick_data/``), so a smoke run on a full COCO tree neither trains nor evaluates
+on thousands of full-size images.
+
+Paths are the user's: ``--work-dir`` (default ``work_dirs/demo``) and ``--data-root`` are
+relative to the working directory, and the generated ``shapes_coco`` goes to
+``data/shapes_coco_demo`` there (``make demo`` runs in the repository root).
 """
 import argparse
 import copy
@@ -30,7 +37,9 @@ import subprocess
 import sys
 import time
 
-REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+REPO = osp.dirname(osp.dirname(osp.realpath(__file__)))
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, REPO)
 CONFIG_DIR = osp.join(REPO, 'configs', 'peg_deformable_detr')
 # the rows of CPVT Table 4: "w/o PE", the stock sine PE, "w/o PE + PEG"
 ENCODINGS = ('none', 'sine', 'peg')
@@ -43,6 +52,7 @@ METRICS = ('bbox_mAP', 'bbox_mAP_50', 'bbox_mAP_75', 'bbox_mAP_s', 'bbox_mAP_m',
 SHAPES = dict(num_train=1000, num_val=100, min_size=96, max_size=128, object_size=(0.25, 0.5))
 SHAPES_QUICK = dict(num_train=16, num_val=8, min_size=96, max_size=128, object_size=(0.25, 0.5))
 NUM_SHOW = 4  # val images drawn with the PEG model's boxes
+QUICK_IMAGES = dict(train=16, val=8)  # --quick on a COCO tree: images used per split
 
 
 def parse_args(argv=None):
@@ -58,7 +68,9 @@ def parse_args(argv=None):
     parser.add_argument('--val-interval', type=int,
                         help='evaluate on val every this many iterations (default: config)')
     parser.add_argument('--batch-size', type=int, help='images per iteration (default: config)')
-    parser.add_argument('--work-dir', default=osp.join(REPO, 'work_dirs', 'demo'))
+    parser.add_argument('--work-dir', default=osp.join('work_dirs', 'demo'),
+                        help='outputs: one folder per encoding, demo.png (default: '
+                        'work_dirs/demo in the working directory)')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--only', choices=ENCODINGS, action='append',
                         help='train only this encoding (repeatable)')
@@ -77,7 +89,12 @@ def parse_args(argv=None):
                         help="override config keys, as in mmengine's DictAction")
     parser.add_argument('--worker', choices=ENCODINGS, help=argparse.SUPPRESS)
     parser.add_argument('--data-dir', help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # the user's paths, relative to the working directory (also for the worker processes)
+    for name in ('work_dir', 'data_root', 'data_dir'):
+        if getattr(args, name):
+            setattr(args, name, osp.abspath(getattr(args, name)))
+    return args
 
 
 def shapes_params(args):
@@ -104,7 +121,31 @@ def prepare_shapes(args):
     name = 'shapes_coco_demo_quick' if args.quick else 'shapes_coco_demo'
     if params != default:  # other settings get their own folder
         name += '_' + hashlib.sha1(repr(sorted(params.items())).encode()).hexdigest()[:8]
-    return make_shapes_coco(osp.join(REPO, 'data', name), seed=0, **params)
+    return make_shapes_coco(osp.abspath(osp.join('data', name)), seed=0, **params)
+
+
+def prepare_quick_subset(args):
+    """``--quick`` on a COCO tree: annotation files of the first :data:`QUICK_IMAGES`
+    annotated images of each split, written to ``<work-dir>/quick_data/`` (the images stay in
+    the tree). Returns the two files' absolute paths (train, val)."""
+    out_dir = osp.join(args.work_dir, 'quick_data')
+    os.makedirs(out_dir, exist_ok=True)
+    out = []
+    for split, ann in (('train', args.train_ann), ('val', args.val_ann)):
+        src = osp.join(args.data_root, ann)
+        with open(src) as f:
+            coco = json.load(f)
+        annotated = {a['image_id'] for a in coco.get('annotations', [])}
+        images = sorted((img for img in coco.get('images', []) if img['id'] in annotated),
+                        key=lambda img: img['id'])[:QUICK_IMAGES[split]]
+        keep = {img['id'] for img in images}
+        coco['images'] = images
+        coco['annotations'] = [a for a in coco['annotations'] if a['image_id'] in keep]
+        dst = osp.join(out_dir, f'instances_{split}.json')
+        with open(dst, 'w') as f:
+            json.dump(coco, f)
+        out.append(dst)
+    return tuple(out)
 
 
 def build_cfg(pe, args, data_root):
@@ -231,6 +272,8 @@ def run_worker(args):
     with open(curve_file) as f:
         curve = [json.loads(line) for line in f]
     result = dict(pe=pe, params=num_params, iters=cfg.train_cfg.max_iters,
+                  train_images=len(runner.train_dataloader.dataset),
+                  val_images=len(runner.val_dataloader.dataset),
                   batch_size=cfg.train_dataloader.batch_size, threads=args.threads,
                   curve=curve, metrics=curve[-1]['metrics'],
                   train_cpu=curve[-1]['train_cpu'], train_wall=curve[-1]['train_wall'],
@@ -273,8 +316,8 @@ def run_all(args, data_root, encodings):
             cmd = [sys.executable, osp.abspath(__file__), *argv, '--worker', pe,
                    '--data-dir', data_root, '--work-dir', args.work_dir]
             running[pe] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                            cwd=REPO, env=env), log)
-            print(f'[{pe}] training (log: {osp.relpath(log.name, REPO)})', flush=True)
+                                            env=env), log)
+            print(f'[{pe}] training (log: {osp.relpath(log.name)})', flush=True)
         time.sleep(0.5)
         for pe in list(running):
             proc, log = running[pe]
@@ -400,15 +443,16 @@ def draw_figure(results, val_ann, out_file, title):
 
 def main(argv=None):
     args = parse_args(argv)
-    os.chdir(REPO)
     if args.worker:
         return run_worker(args)
     t0 = time.perf_counter()
     data_root = args.data_root or prepare_shapes(args)
+    if args.quick and args.data_root:
+        args.train_ann, args.val_ann = prepare_quick_subset(args)
     encodings = [pe for pe in ENCODINGS if pe in (args.only or ENCODINGS)]
     results = run_all(args, data_root, encodings)
     wall = time.perf_counter() - t0
-    source = args.data_root or f'shapes_coco ({osp.relpath(data_root, REPO)})'
+    source = args.data_root or f'shapes_coco ({osp.relpath(data_root)})'
     r0 = results[0]
     print(f'\nDeformable-DETR on {source}: encoder position encoding, val COCO bbox metrics '
           f"(pycocotools); identical seed, data and schedule ({r0['iters']} iterations of "

@@ -23,6 +23,8 @@ import os
 import os.path as osp
 import sys
 
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.realpath(__file__))))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from _runner_utils import build_runner, load_config  # noqa: E402
 
@@ -105,6 +107,9 @@ class MissingTTAConfigError(ValueError):
 def apply_tta(cfg, path='the config'):
     """Wrap ``cfg.model`` in ``cfg.tta_model`` and test on ``cfg.tta_pipeline``.
 
+    The config's top-level ``data_preprocessor`` (mmpretrain's configs keep it there) goes to
+    the wrapped model, which preprocesses every view, as it would without ``--tta``.
+
     Raises:
         MissingTTAConfigError: the config has no ``tta_model`` or no ``tta_pipeline`` (the
             message names the missing keys and configs that have both).
@@ -118,7 +123,14 @@ def apply_tta(cfg, path='the config'):
             f'--tta needs tta_model and tta_pipeline in the config, and {path} has {what}; '
             f'configs with test-time augmentation: {", ".join(TTA_CONFIGS)} (or test '
             'without --tta)')
-    cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
+    module = cfg.model
+    if cfg.get('data_preprocessor', None) is not None:
+        # what the Runner does for the model it builds (``model.setdefault``): an mmpretrain
+        # config keeps its preprocessor (normalisation, BGR -> RGB, num_classes) at the top
+        # level, and the Runner would give it to the TTA wrapper, which does not use it, and
+        # leave the classifier with a bare ClsDataPreprocessor
+        module.setdefault('data_preprocessor', cfg.data_preprocessor)
+    cfg.model = ConfigDict(**cfg.tta_model, module=module)
     cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
 
 

@@ -15,6 +15,8 @@ import os
 import os.path as osp
 import sys
 
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.realpath(__file__))))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from _runner_utils import build_runner, load_config  # noqa: E402
 
@@ -84,17 +86,64 @@ def main(argv=None):
             raise RuntimeError('--auto-scale-lr needs `auto_scale_lr = dict('
                                'base_batch_size=...)` in the config')
         cfg.auto_scale_lr.enable = True
-    if args.resume == 'auto':
-        cfg.resume = True
-        cfg.load_from = None
-    elif args.resume is not None:
-        cfg.resume = True
-        cfg.load_from = args.resume
+    notice = apply_resume(cfg, args.resume)
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
 
-    runner = build_runner(cfg)
+    runner = build_runner(cfg, first_log_line=notice)
     runner.train()
+
+
+class MissingCheckpointError(FileNotFoundError):
+    """``--resume PATH`` with no checkpoint at ``PATH``."""
+
+
+def apply_resume(cfg, resume):
+    """``--resume``: resume from checkpoint ``resume``, or with ``'auto'`` from the work dir's
+    latest checkpoint (its ``last_checkpoint`` file, as mmengine's Runner finds it).
+
+    mmengine's Runner, like mmdet's ``tools/train.py``, trains an auto-resumed run with nothing
+    to resume from scratch and logs ``Auto resumed from the latest checkpoint None`` after the
+    config dump; here such a run is a fresh run (the config's own ``load_from``, if any, is
+    kept), announced by the returned line, which :func:`build_runner` logs first.
+
+    Returns:
+        str | None: the line to log first: nothing to resume in the work dir.
+
+    Raises:
+        MissingCheckpointError: ``resume`` names a local checkpoint that does not exist (before
+            anything is built, rather than when the Runner reaches it).
+        InvalidCheckpointError: ``resume`` is not a checkpoint.
+    """
+    if resume is None:
+        return None
+    if resume != 'auto':
+        if '://' not in resume:  # URLs and scheme:// paths: mmengine's CheckpointLoader
+            from mmposenc.engine import check_checkpoint_file
+            if not osp.isfile(resume):
+                raise MissingCheckpointError(
+                    f'--resume {resume}: no such checkpoint (to resume from the latest '
+                    'checkpoint of the work dir, pass --resume without a path)')
+            check_checkpoint_file(resume)
+        cfg.resume = True
+        cfg.load_from = resume
+        return None
+    from mmengine.runner import find_latest_checkpoint
+    if osp.isfile(osp.join(cfg.work_dir, 'last_checkpoint')):
+        latest = find_latest_checkpoint(cfg.work_dir)
+        if latest and '://' not in latest and not osp.isfile(latest):
+            raise MissingCheckpointError(
+                f'--resume: {osp.join(cfg.work_dir, "last_checkpoint")} names {latest}, which '
+                'does not exist (pass --resume CHECKPOINT, or delete last_checkpoint to train '
+                'from scratch)')
+        if latest:
+            cfg.resume = True
+            cfg.load_from = None
+            return None
+    cfg.resume = False
+    start = ('training from scratch' if not cfg.get('load_from') else
+             f'training from load_from={cfg.load_from}')
+    return f'--resume: nothing to resume in {cfg.work_dir} (no last_checkpoint), {start}'
 
 
 if __name__ == '__main__':
@@ -102,5 +151,6 @@ if __name__ == '__main__':
     from mmposenc.registry import UnknownTypeError
     try:
         main()
-    except (InvalidCheckpointError, UnsafeCheckpointError, UnknownTypeError) as err:
+    except (MissingCheckpointError, InvalidCheckpointError, UnsafeCheckpointError,
+            UnknownTypeError) as err:
         raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback

@@ -58,6 +58,7 @@ def _mmposenc_aware(get_installed_path):
 
     get_installed_path_with_mmposenc.__wrapped__ = get_installed_path
     get_installed_path_with_mmposenc.answers_mmposenc = True
+    get_installed_path_with_mmposenc.package_dir = PACKAGE_DIR
     return get_installed_path_with_mmposenc
 
 
@@ -77,5 +78,109 @@ def register_config_package() -> None:
 
     config_utils.MODULE2PACKAGE.setdefault(PACKAGE, PACKAGE)
     current = config_module.get_installed_path
+    if getattr(current, 'answers_mmposenc', False) and current.package_dir != PACKAGE_DIR:
+        # registered for another copy (the startup hook found one before this package was
+        # imported from a checkout put first on sys.path): the imported package wins
+        current = current.__wrapped__
     if not getattr(current, 'answers_mmposenc', False):
         config_module.get_installed_path = _mmposenc_aware(current)
+    # a source checkout that was never installed has no .mim: read its configs/ instead
+    register_source_checkout()
+
+
+# ------------------------------------------------ a source checkout that was never installed
+# mmengine reads an ``mmposenc::`` base from ``<package>/.mim/`` (steps 3-4 above), which
+# ``setup.py`` makes when the package is installed. A clone imported from its own folder (its
+# ``tools/`` put the checkout first on ``sys.path``, or ``PYTHONPATH=/path/to/clone``) has no
+# ``.mim``, and every ``mmposenc::`` base failed with ``FileNotFoundError: .../mmposenc/.mim/
+# model-index.yml``. There the repository holds what ``.mim`` would link to, so mmengine's two
+# look-ups of an external base are answered from ``<repository>/model-index.yml`` and
+# ``<repository>/configs/``, for this package only and only while it has no ``.mim``. Nothing
+# is written into the checkout.
+
+
+def source_checkout_root(package_dir=PACKAGE_DIR):
+    """The repository around ``package_dir`` when it is a source checkout without ``.mim``.
+
+    Returns:
+        str | None: the repository root (it holds ``model-index.yml`` and ``configs/``), or
+        None when ``package_dir/.mim/model-index.yml`` exists (an installed package, or an
+        editable install) or the folder above is not a checkout.
+    """
+    if osp.isfile(osp.join(package_dir, '.mim', 'model-index.yml')):
+        return None
+    root = osp.dirname(package_dir)
+    if osp.isfile(osp.join(root, 'model-index.yml')) and osp.isdir(osp.join(root, 'configs')):
+        return root
+    return None
+
+
+def _mmposenc_checkout(package_path):
+    """:func:`source_checkout_root` of ``package_path`` if it is an ``mmposenc`` package."""
+    if osp.basename(osp.normpath(package_path)) != PACKAGE:
+        return None
+    return source_checkout_root(package_path)
+
+
+def _cfg_metainfo(root, cfg_name):
+    """mmengine's ``_get_cfg_metainfo`` with ``root`` in place of ``<package>/.mim``."""
+    from mmengine.fileio import load
+    cfg_dict = {}
+    for meta_path in load(osp.join(root, 'model-index.yml'))['Import']:
+        for model_cfg in load(osp.join(root, meta_path)).get('Models', []):
+            if 'Config' in model_cfg:
+                cfg_dict.setdefault(model_cfg['Config'].partition('/')[-1], model_cfg)
+    if cfg_name not in cfg_dict:
+        raise ValueError(f'Expected configs: {cfg_dict.keys()}, but got {cfg_name}')
+    return cfg_dict[cfg_name]
+
+
+def _checkout_aware_cfg_path(original):
+    """Wrap mmengine's ``_get_external_cfg_path(package_path, cfg_file)``."""
+
+    def get_external_cfg_path(package_path, cfg_file):
+        root = _mmposenc_checkout(package_path)
+        if root is None:
+            return original(package_path, cfg_file)
+        from mmengine.utils import check_file_exist
+        model_cfg = _cfg_metainfo(root, cfg_file.split('.')[0])
+        cfg_path = osp.join(root, model_cfg['Config'])
+        check_file_exist(cfg_path)
+        return cfg_path
+
+    get_external_cfg_path.__wrapped__ = original
+    get_external_cfg_path.answers_source_checkout = True
+    return get_external_cfg_path
+
+
+def _checkout_aware_base_path(original):
+    """Wrap mmengine's ``_get_external_cfg_base_path(package_path, cfg_name)``."""
+
+    def get_external_cfg_base_path(package_path, cfg_name):
+        root = _mmposenc_checkout(package_path)
+        if root is None:
+            return original(package_path, cfg_name)
+        from mmengine.utils import check_file_exist
+        cfg_path = osp.join(root, 'configs', cfg_name)
+        check_file_exist(cfg_path)
+        return cfg_path
+
+    get_external_cfg_base_path.__wrapped__ = original
+    get_external_cfg_base_path.answers_source_checkout = True
+    return get_external_cfg_base_path
+
+
+def register_source_checkout() -> None:
+    """Let ``mmposenc::`` bases resolve from the checkout when the package has no ``.mim``.
+
+    Wraps the two functions ``mmengine.config.config`` calls for an external base; every other
+    package, and an mmposenc package folder that has ``.mim``, goes to mmengine's functions
+    unchanged.
+    Idempotent.
+    """
+    from mmengine.config import config as config_module
+    for name, wrap in (('_get_external_cfg_path', _checkout_aware_cfg_path),
+                       ('_get_external_cfg_base_path', _checkout_aware_base_path)):
+        current = getattr(config_module, name)
+        if not getattr(current, 'answers_source_checkout', False):
+            setattr(config_module, name, wrap(current))

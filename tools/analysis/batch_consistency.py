@@ -45,7 +45,8 @@ import time
 import torch
 from torch import nn
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
 sys.path.insert(0, REPO)
 DD_DIR = osp.join(REPO, 'configs', 'peg_deformable_detr')
 DD_CONFIGS = {
@@ -59,8 +60,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--iters', type=int, default=400,
                         help='training iterations per model (the demo configs: 400)')
-    parser.add_argument('--work-dir', default=osp.join(REPO, 'work_dirs', 'batch_consistency'))
-    parser.add_argument('--data-root', default=osp.join(REPO, 'data', 'shapes_coco'),
+    parser.add_argument('--work-dir', default=osp.join('work_dirs', 'batch_consistency'))
+    parser.add_argument('--data-root', default=osp.join('data', 'shapes_coco'),
                         help='shapes_coco is generated there if absent (as tools/demo.py does)')
     parser.add_argument('--num-val', type=int, default=100, help='validation images used')
     parser.add_argument('--batch-sizes', type=int, nargs=2, default=(1, 4))
@@ -272,7 +273,7 @@ def main(argv=None):
     if args.demo_work_dir:
         args.detectors = ['deformable-detr']
     elif args.quick:
-        args.data_root = osp.join(REPO, 'data', 'shapes_coco_quick')
+        args.data_root = osp.join('data', 'shapes_coco_quick')
         make_shapes_coco(args.data_root, num_train=16, num_val=8, min_size=96, max_size=128,
                          seed=0)
         args.iters, args.num_val = 4, 8

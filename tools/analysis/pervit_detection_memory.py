@@ -37,7 +37,9 @@ import resource
 import sys
 import time
 
-REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, REPO_ROOT)
 DEFAULT_CONFIG = osp.join(REPO_ROOT, 'configs', 'pervit', 'retinanet_pervit-t_fpn_1x_coco.py')
 
 
@@ -127,6 +129,8 @@ def build(config, with_cp=False):
     from mmengine.logging import MMLogger
     from mmengine.optim import build_optim_wrapper
     from mmengine.registry import init_default_scope
+
+    import mmposenc  # noqa: F401  (before parsing: `_base_ = 'mmposenc::...'` configs)
     cfg = Config.fromfile(config)
     init_default_scope(cfg.get('default_scope', 'mmdet'))
     import mmdet.models  # noqa: F401
@@ -225,7 +229,10 @@ def train(args):
               f'peak RSS {peak_rss_bytes() / 2**30:.2f} GiB', flush=True)
     peak = peak_rss_bytes()
     finite = all(math.isfinite(v) for r in rows for v in r['losses'].values())
-    return dict(config=osp.relpath(args.config, REPO_ROOT), data=args.data_root or 'random',
+    config = osp.abspath(args.config)  # a shipped config by its path in the repository
+    if config.startswith(REPO_ROOT + os.sep):
+        config = osp.relpath(config, REPO_ROOT)
+    return dict(config=config, data=args.data_root or 'random',
                 with_cp=bool(model.backbone.with_cp), batch_size=args.batch_size,
                 threads=torch.get_num_threads(),
                 rss_after_build=base, peak_rss=peak, training_adds=peak - base,
@@ -255,7 +262,6 @@ def main(argv=None):
     parser.add_argument('--json', default=None, help='write the results here')
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, REPO_ROOT)
     result = {}
     if not args.official_only:
         result['ours'] = train(args)

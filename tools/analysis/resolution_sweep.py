@@ -71,12 +71,17 @@ def set_resolution(pipeline: Sequence[dict], resolution: int) -> List[dict]:
 
 
 def build_model(cfg, checkpoint: str) -> torch.nn.Module:
+    """The classifier of ``cfg`` as the Runner builds it, with the weights of ``checkpoint``."""
     from mmengine.registry import DefaultScope
     from mmengine.runner import load_checkpoint
 
     from mmposenc.registry import MODELS
     model_cfg = copy.deepcopy(cfg.model)
     model_cfg.get('backbone', {}).pop('init_cfg', None)  # the checkpoint has every weight
+    if cfg.get('data_preprocessor', None) is not None:
+        # as the Runner builds it: mmpretrain configs keep the normalisation, BGR -> RGB and
+        # num_classes in a top-level data_preprocessor
+        model_cfg.setdefault('data_preprocessor', copy.deepcopy(cfg.data_preprocessor))
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmpretrain')):
         model = MODELS.build(model_cfg)
     load_checkpoint(model, checkpoint, map_location='cpu', strict=True,
@@ -169,6 +174,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> List[Dict]:
     args = parse_args(argv)
+    import mmposenc  # noqa: F401  (before parsing: `_base_ = 'mmposenc::...'` configs)
     from mmengine.config import Config, DictAction
     bad = [r for r in args.resolutions if r <= 0]
     if bad:

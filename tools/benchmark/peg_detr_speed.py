@@ -47,7 +47,9 @@ import torch
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from bench_common import machine  # noqa: E402
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, REPO)
 CONFIGS = {
     # the paper's DETR-R50 setting
     'detr': osp.join(REPO, 'configs', 'peg_detr', 'detr-sine_r50_16xb2-50e_coco.py'),

@@ -28,8 +28,8 @@ CAPE vs sine                  the encoding alone (``CAPE2d`` with its train-time
 
 Usage::
 
-    OMP_NUM_THREADS=1 python tools/benchmark/run_all.py --threads 1     # docs/benchmarks.md
-    python tools/benchmark/run_all.py --quick --out /tmp/bench.md       # seconds, small inputs
+    OMP_NUM_THREADS=1 python tools/benchmark/run_all.py --threads 1 --out docs/benchmarks.md
+    python tools/benchmark/run_all.py --quick                   # seconds, small inputs, printed
     python tools/benchmark/run_all.py --only cpvt cape
 """
 import argparse
@@ -259,7 +259,9 @@ def to_markdown(rows: Sequence[dict], info: Dict[str, str], quick: bool,
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--out', default=osp.join(REPO, 'docs', 'benchmarks.md'))
+    parser.add_argument('--out', default=None,
+                        help='write the markdown here too (the repository\'s table: '
+                        '--out docs/benchmarks.md); by default it is only printed')
     parser.add_argument('--quick', action='store_true',
                         help='tiny inputs and 2-5 repetitions (for tests; ratios are noise)')
     parser.add_argument('--only', nargs='+', choices=BENCHMARKS, default=list(BENCHMARKS))
@@ -285,11 +287,12 @@ def main(argv=None) -> List[dict]:
                        if 'OMP_NUM_THREADS' in os.environ else [])
     command = (command + ' python tools/benchmark/run_all.py ' + ' '.join(argv)).strip()
     text = to_markdown(rows, machine_info(), args.quick, command)
-    os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
-    with open(args.out, 'w') as f:
-        f.write(text)
     print(text)
-    print(f'written to {args.out}')
+    if args.out:
+        os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
+        with open(args.out, 'w') as f:
+            f.write(text)
+        print(f'written to {args.out}')
     return rows
 
 

@@ -28,7 +28,7 @@ ENCODINGS = ('none', 'sine', 'peg')
 CLAIMS = (('peg', 'sine', 0.3, 'PEG > sine (DD 39.4 -> DD w/o PE + PEG 39.7)'),
           ('peg', 'none', 1.1, 'PEG > no PE (DETR: w/o PE 32.8, + PEG 33.9)'),
           ('sine', 'none', 0.9, 'sine > no PE (DETR: w/o PE 32.8, sine 33.7)'))
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
 
 
 def load_run(work_dir: str) -> dict:
@@ -48,7 +48,9 @@ def main():
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
     parser.add_argument('--run', action='append', default=[],
                         help='SEED=WORK_DIR of a finished demo run to reuse')
-    parser.add_argument('--out-dir', default='docs/reproductions/demo_seeds')
+    parser.add_argument('--out-dir', default='work_dirs/reproductions/demo_seeds',
+                        help='table, JSON and PNG (docs/reproductions/demo_seeds: the tracked '
+                        'copy)')
     parser.add_argument('--work-root', default='work_dirs/demo_seeds')
     args = parser.parse_args()
     dirs = {int(k): v for k, v in (r.split('=', 1) for r in args.run)}

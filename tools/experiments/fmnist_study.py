@@ -31,6 +31,7 @@ import math
 import os
 import os.path as osp
 import platform
+import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -38,6 +39,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
 DEFAULT_ROOT = '/usr/share/datasets/fashion-mnist'
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std

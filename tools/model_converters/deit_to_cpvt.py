@@ -12,10 +12,15 @@ Usage::
     python tools/model_converters/deit_to_cpvt.py deit-tiny.pth cpvt-tiny-init.pth
 """
 import argparse
+import os.path as osp
 import re
+import sys
 from collections import OrderedDict
 
 import torch
+
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
 BACKBONE_RE = [
     r'^patch_embed\.projection\.(weight|bias)$', r'^cls_token$', r'^pos_embed$',

@@ -16,10 +16,15 @@ Usage:
         pervit_tiny.pth pervit-tiny_mmposenc.pth --arch tiny
 """
 import argparse
+import os.path as osp
 import re
+import sys
 from collections import OrderedDict
 
 import torch
+
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
 # (official regex, mmposenc template); the first match wins
 RULES = [

@@ -24,10 +24,15 @@ Usage::
     python tools/model_converters/twins_pcpvt_to_pvtpeg.py pcpvt_small.pth out.pth --classifier
 """
 import argparse
+import os.path as osp
 import re
+import sys
 from collections import OrderedDict
 
 import torch
+
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
 #: (source regex, target template) pairs; the first match wins.
 KEY_MAP = [

@@ -1,0 +1,411 @@
+"""The tools of ``tools/`` as a user runs them (issue 19, items 4-6).
+
+- From a ``git clone`` of the repository that was never installed: each tool imports the
+  clone's ``mmposenc`` (not the copy installed in the environment) and ``mmposenc::`` bases
+  resolve from the clone's ``configs/`` although it has no ``mmposenc/.mim``.
+- From the user's own working directory: the tools change no directory, write only where the
+  user asked (``tools/benchmark/run_all.py`` without ``--out`` prints its table, it does not
+  overwrite the tracked ``docs/benchmarks.md``) and read the user's relative paths against
+  that directory.
+- ``tools/demo.py --quick`` on a COCO tree uses a few images of it, not the whole tree.
+- ``tools/train.py --resume``: nothing to resume is said in the first line of the log;
+  a checkpoint that does not exist is refused before anything is built.
+
+The clone is the repository as it is on disk (the committed tree plus uncommitted changes), so
+that the code under test is the code of this checkout.
+"""
+import ast
+import glob
+import json
+import os
+import os.path as osp
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import REPO_ROOT
+
+TOOLS_DIR = osp.join(REPO_ROOT, 'tools')
+SMOKE = 'smoke/detr_r18_1xb2-8it_coco128.py'
+
+
+def _tool_files():
+    files = sorted(glob.glob(osp.join(TOOLS_DIR, '**', '*.py'), recursive=True))
+    return [osp.relpath(f, TOOLS_DIR) for f in files]
+
+
+def _imports_mmposenc(path, seen=()):
+    """Whether the file imports mmposenc, itself or through a module of tools/ it imports."""
+    tree = ast.parse(open(path).read(), path)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split('.')[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split('.')[0])
+    if 'mmposenc' in names:
+        return True
+    for name in names - set(seen):
+        for folder in (osp.dirname(path), TOOLS_DIR):
+            local = osp.join(folder, name + '.py')
+            if osp.isfile(local) and _imports_mmposenc(local, (*seen, *names)):
+                return True
+    return False
+
+
+def _python(args, cwd, env=None, timeout=900):
+    return subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _git(*args):
+    return subprocess.run(['git', '-C', REPO_ROOT, *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.fixture(scope='module')
+def clone(tmp_path_factory):
+    """``git clone`` of this repository into a temporary folder, never installed, with the
+    uncommitted changes of the working tree copied over (tracked files as on disk, untracked
+    files that git does not ignore)."""
+    if shutil.which('git') is None or not osp.isdir(osp.join(REPO_ROOT, '.git')):
+        pytest.skip('needs git and a git checkout of the repository')
+    dst = str(tmp_path_factory.mktemp('clone') / 'mmposenc')
+    subprocess.run(['git', 'clone', '-q', '--no-hardlinks', REPO_ROOT, dst], check=True)
+    changed = _git('ls-files', '-z', '--modified', '--others', '--exclude-standard')
+    for rel in filter(None, changed.split('\0')):
+        src = osp.join(REPO_ROOT, rel)
+        if osp.isfile(src):
+            os.makedirs(osp.dirname(osp.join(dst, rel)), exist_ok=True)
+            shutil.copy2(src, osp.join(dst, rel))
+    for rel in filter(None, _git('ls-files', '-z', '--deleted').split('\0')):
+        if osp.isfile(osp.join(dst, rel)):
+            os.remove(osp.join(dst, rel))
+    assert not osp.exists(osp.join(dst, 'mmposenc', '.mim'))  # as never installed
+    return dst
+
+
+# ---------------------------------------------------------- a clone that was never installed
+#: Imports each tool of a checkout as ``python <tool>`` would (``sys.path[0]`` = the tool's
+#: folder, its top-level code run) and records where ``mmposenc`` is found the first time it is
+#: imported: by the tool's own top-level code, or afterwards (as its functions would). One
+#: process for all tools: a finder placed first on ``sys.meta_path`` records the location the
+#: path finders give for the current ``sys.path`` and then serves the package imported once.
+PROBE = r'''
+import importlib.abc, importlib.machinery, importlib.util, json, os, runpy, sys
+
+tools_dir, tools, out = sys.argv[1], json.loads(sys.argv[2]), {}
+base_path, base_argv = list(sys.path[1:]), list(sys.argv)
+loaded = {}
+
+
+class Probe(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name != 'mmposenc':
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, sys.path)
+        out.setdefault(current, spec.origin if spec is not None else None)
+        if 'module' not in loaded:
+            return None  # the first import: by the regular finders
+        return importlib.util.spec_from_loader(name, self, is_package=True)
+
+    def create_module(self, spec):
+        return loaded['module']
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.insert(0, Probe())
+for current in tools:
+    sys.path[:] = [os.path.dirname(current)] + base_path
+    sys.argv = [current]
+    sys.modules.pop('mmposenc', None)
+    for name, module in list(sys.modules.items()):  # the modules of tools/ run again
+        if (getattr(module, '__file__', None) or '').startswith(tools_dir + os.sep):
+            del sys.modules[name]
+    try:
+        runpy.run_path(current, run_name='probed_tool')
+        import mmposenc  # what the tool's functions import later
+    finally:
+        loaded.setdefault('module', sys.modules.get('mmposenc'))
+print(json.dumps(out))
+'''
+
+
+def test_every_tool_imports_the_mmposenc_of_its_own_checkout(clone, tmp_path):
+    """Every tool of a clone that was never installed imports the clone's mmposenc, also
+    where another mmposenc is installed in the environment (this repository's)."""
+    tools = [osp.join(clone, 'tools', t) for t in _tool_files() if not t.startswith('_')
+             and _imports_mmposenc(osp.join(TOOLS_DIR, t))]
+    assert len(tools) > 20
+    res = _python(['-c', PROBE, osp.join(clone, 'tools'), json.dumps(tools)], cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr[-3000:]
+    found = json.loads(res.stdout.splitlines()[-1])
+    expected = osp.join(clone, 'mmposenc', '__init__.py')
+    wrong = {osp.relpath(t, clone): found.get(t) for t in tools if found.get(t) != expected}
+    assert not wrong, f'these tools import another mmposenc than {expected}: {wrong}'
+
+
+def _user_config(folder, base, extra=''):
+    """A config of the user's project that inherits ``base``; it records the file of the
+    mmposenc the tool imported (a config is Python run by the tool's process)."""
+    path = osp.join(str(folder), 'my_config.py')
+    with open(path, 'w') as f:
+        f.write(f"_base_ = '{base}'\nimport mmposenc as _m\nmmposenc_file = _m.__file__\n"
+                + textwrap.dedent(extra))
+    return path
+
+
+def _coco128_options(root):
+    root = root.rstrip('/') + '/'
+    ann = root + 'annotations/instances_train2017.json'
+    return ['--cfg-options', f'train_dataloader.dataset.data_root={root}',
+            f'val_dataloader.dataset.data_root={root}',
+            f'test_dataloader.dataset.data_root={root}', f'val_evaluator.ann_file={ann}',
+            f'test_evaluator.ann_file={ann}']
+
+
+@pytest.fixture(scope='module')
+def marker_config(clone):
+    """A config that exists in the clone only: an ``mmposenc::`` base naming it resolves only
+    from the clone's configs/, not from another installed mmposenc."""
+    name = 'smoke/only_in_this_clone.py'
+    with open(osp.join(clone, 'configs', name), 'w') as f:
+        f.write(f"_base_ = './{osp.basename(SMOKE)}'\n")
+    return name
+
+
+def test_clone_train_tool_resolves_mmposenc_bases_from_the_clone(clone, marker_config, tmp_path):
+    """The clone's tools/train.py parses a user config with an ``mmposenc::`` base of the clone
+    (no .mim: before, ``FileNotFoundError: .../mmposenc/.mim/model-index.yml``) and gets as far
+    as the first check of its arguments (a --resume checkpoint that does not exist)."""
+    cfg = _user_config(tmp_path, f'mmposenc::{marker_config}')
+    res = _python([osp.join(clone, 'tools', 'train.py'), cfg, '--resume', 'missing.pth'],
+                  cwd=str(tmp_path))
+    assert res.returncode != 0 and 'Traceback' not in res.stderr, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines()[-1] == (
+        'MissingCheckpointError: --resume missing.pth: no such checkpoint (to resume from the '
+        'latest checkpoint of the work dir, pass --resume without a path)'), res.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_clone_trains_a_user_config_from_the_users_folder(clone, marker_config, coco128_root,
+                                                          tmp_path):
+    """A clone that was never installed trains a user config with an ``mmposenc::`` base of
+    the clone, importing the clone's mmposenc, into the user's relative --work-dir."""
+    cfg = _user_config(tmp_path, f'mmposenc::{marker_config}',
+                       'train_cfg = dict(max_iters=2, val_interval=2)\n'
+                       'default_hooks = dict(checkpoint=dict(interval=2))\n')
+    res = _python([osp.join(clone, 'tools', 'train.py'), cfg, '--work-dir', 'work',
+                   '--no-validate'] + _coco128_options(coco128_root), cwd=str(tmp_path))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
+    assert osp.isfile(tmp_path / 'work' / 'iter_2.pth')
+    dumped = (tmp_path / 'work' / 'my_config.py').read_text()
+    assert f"mmposenc_file = '{osp.join(clone, 'mmposenc', '__init__.py')}'" in dumped
+
+
+# ---------------------------------------------------------------------- the user's folders
+def _call_name(node):
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, 'id', '')
+
+
+def _names(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+#: Tools whose job is to write the repository's own tracked files
+REPOSITORY_TOOLS = {'misc/sync_metafiles.py': 'regenerates configs/*/metafile.yml from the '
+                    'READMEs of the checkout (--root)'}
+
+
+@pytest.mark.parametrize('tool', [t for t in _tool_files() if t not in REPOSITORY_TOOLS])
+def test_tool_keeps_to_the_users_paths(tool):
+    """No tool changes directory, runs a process in the repository, or has a default output
+    or input path in the repository (``REPO``/``HERE``-based or under the tracked docs/):
+    relative paths are the user's, relative to the working directory."""
+    path = osp.join(TOOLS_DIR, tool)
+    tree = ast.parse(open(path).read(), path)
+    # names bound to a folder of the repository: REPO = osp.dirname(... __file__)
+    repo_names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and '__file__' in _names(node.value):
+            repo_names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    faults = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _call_name(node)
+        if name == 'chdir':
+            faults.append(f'line {node.lineno}: os.chdir')
+        for kw in node.keywords:
+            if kw.arg == 'cwd' and _names(kw.value) & repo_names:
+                faults.append(f'line {node.lineno}: a process run in the repository')
+            if name == 'add_argument' and kw.arg == 'default':
+                if _names(kw.value) & repo_names:
+                    faults.append(f'line {node.lineno}: a default path in the repository')
+                consts = [c.value for c in ast.walk(kw.value) if isinstance(c, ast.Constant)]
+                if any(isinstance(c, str) and c.startswith('docs') for c in consts):
+                    faults.append(f'line {node.lineno}: a default output in the tracked docs/')
+    assert not faults, f'tools/{tool}: {faults}'
+
+
+def test_benchmark_table_is_printed_not_written_without_out(clone, tmp_path):
+    """``run_all.py`` without ``--out`` leaves the tracked docs/benchmarks.md (here the
+    clone's) and the working directory as they were; ``--out`` is relative to the latter."""
+    tracked = osp.join(clone, 'docs', 'benchmarks.md')
+    before = open(tracked).read()
+    tool = osp.join(clone, 'tools', 'benchmark', 'run_all.py')
+    res = _python([tool, '--quick', '--only', 'cape'], cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert '| benchmark | ours (ms) |' in res.stdout
+    assert open(tracked).read() == before
+    assert os.listdir(tmp_path) == []
+    res = _python([tool, '--quick', '--only', 'cape', '--out', 'bench/table.md'],
+                  cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert '| benchmark | ours (ms) |' in (tmp_path / 'bench' / 'table.md').read_text()
+    assert open(tracked).read() == before
+
+
+def _demo_module():
+    sys.path.insert(0, TOOLS_DIR)
+    import demo
+    return demo
+
+
+def test_demo_reads_and_writes_relative_to_the_working_directory(tmp_path, monkeypatch):
+    """tools/demo.py stays in the user's directory: a relative --work-dir and --data-root are
+    the user's, given to the training processes as such, and the generated shapes_coco lands
+    in the user's data/."""
+    demo = _demo_module()
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    def run_all(args, data_root, encodings):
+        seen.update(cwd=os.getcwd(), work_dir=args.work_dir, data_root=data_root,
+                    argv=demo.worker_argv(args))
+        raise KeyboardInterrupt  # stop before training
+
+    monkeypatch.setattr(demo, 'run_all', run_all)
+    with pytest.raises(KeyboardInterrupt):
+        demo.main(['--quick', '--work-dir', 'runs/demo'])
+    assert seen['cwd'] == str(tmp_path) and os.getcwd() == str(tmp_path)
+    assert seen['work_dir'] == str(tmp_path / 'runs' / 'demo')
+    assert seen['data_root'] == str(tmp_path / 'data' / 'shapes_coco_demo_quick')
+    assert osp.isfile(tmp_path / 'data' / 'shapes_coco_demo_quick' / 'annotations' /
+                      'instances_val.json')
+    (tmp_path / 'coco').mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        demo.main(['--data-root', 'coco', '--work-dir', 'out'])
+    assert seen['data_root'] == str(tmp_path / 'coco')
+    argv = seen['argv']
+    assert argv[argv.index('--data-root') + 1] == str(tmp_path / 'coco')
+
+
+def test_demo_quick_on_a_coco_tree_takes_a_few_annotated_images(coco128_root, tmp_path):
+    """--quick with --data-root: annotation files of the first 16 / 8 annotated images (in the
+    work dir), every annotation of those images and no other; categories as in the tree."""
+    demo = _demo_module()
+    args = demo.parse_args(['--quick', '--data-root', coco128_root, '--work-dir',
+                            str(tmp_path / 'work'), '--val-ann',
+                            'annotations/instances_train2017.json', '--val-img', 'train2017/'])
+    train, val = demo.prepare_quick_subset(args)
+    assert osp.dirname(train) == str(tmp_path / 'work' / 'quick_data')
+    full = json.load(open(osp.join(coco128_root, 'annotations', 'instances_train2017.json')))
+    for path, n in ((train, 16), (val, 8)):
+        sub = json.load(open(path))
+        ids = [img['id'] for img in sub['images']]
+        assert len(ids) == n and ids == sorted(ids)
+        assert sub['categories'] == full['categories']
+        assert sub['annotations'] == [a for a in full['annotations'] if a['image_id'] in ids]
+        assert {a['image_id'] for a in sub['annotations']} == set(ids)
+    cfg = demo.build_cfg('peg', demo.parse_args(
+        ['--quick', '--data-root', coco128_root, '--train-ann', train, '--val-ann', val,
+         '--val-img', 'train2017/']), coco128_root)
+    assert cfg.train_dataloader.dataset.ann_file == train
+    assert cfg.val_dataloader.dataset.ann_file == val and cfg.val_evaluator.ann_file == val
+
+
+@pytest.mark.slow
+def test_demo_quick_on_coco128_from_the_users_folder(coco128_root, tmp_path):
+    """``tools/demo.py --quick --only peg --data-root coco`` run from the user's folder
+    (``coco``: a relative path there): trains and evaluates on 16 / 8 images and writes its
+    outputs to the relative --work-dir there."""
+    os.symlink(coco128_root, tmp_path / 'coco')
+    res = _python([osp.join(TOOLS_DIR, 'demo.py'), '--quick', '--only', 'peg', '--data-root',
+                   'coco', '--val-ann', 'annotations/instances_train2017.json', '--val-img',
+                   'train2017/', '--work-dir', 'runs'], cwd=str(tmp_path))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
+    result = json.load(open(tmp_path / 'runs' / 'peg' / 'result.json'))
+    assert (result['train_images'], result['val_images']) == (16, 8)
+    assert osp.isfile(tmp_path / 'runs' / 'demo.png')
+
+
+# ------------------------------------------------------------------------------ --resume
+def _train_tool():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('mmposenc_tools_train',
+                                                  osp.join(TOOLS_DIR, 'train.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_resume_decides_before_the_runner(tmp_path):
+    """--resume without a path: with nothing in the work dir, a fresh run and the line that
+    says so (the config's load_from kept); with a last_checkpoint, resume from it; one that
+    names a missing file, and --resume PATH of a missing file, are refused."""
+    from mmengine.config import Config
+    tool = _train_tool()
+    work = tmp_path / 'work'
+    cfg = Config(dict(work_dir=str(work), load_from=None))
+    notice = tool.apply_resume(cfg, 'auto')
+    assert notice == (f'--resume: nothing to resume in {work} (no last_checkpoint), '
+                      'training from scratch')
+    assert cfg.resume is False and cfg.load_from is None
+    cfg = Config(dict(work_dir=str(work), load_from='detector.pth'))
+    assert tool.apply_resume(cfg, 'auto').endswith('training from load_from=detector.pth')
+    assert cfg.resume is False and cfg.load_from == 'detector.pth'
+    work.mkdir()
+    (work / 'last_checkpoint').write_text(str(work / 'iter_4.pth'))
+    with pytest.raises(tool.MissingCheckpointError, match='names .*iter_4.pth, which does not'):
+        tool.apply_resume(Config(dict(work_dir=str(work))), 'auto')
+    import torch
+    torch.save({'state_dict': {}}, work / 'iter_4.pth')
+    cfg = Config(dict(work_dir=str(work), load_from='detector.pth'))
+    assert tool.apply_resume(cfg, 'auto') is None
+    assert cfg.resume is True and cfg.load_from is None
+    with pytest.raises(tool.MissingCheckpointError, match='no such checkpoint'):
+        tool.apply_resume(Config(dict(work_dir=str(work))), str(tmp_path / 'nope.pth'))
+    cfg = Config(dict(work_dir=str(work)))
+    assert tool.apply_resume(cfg, str(work / 'iter_4.pth')) is None
+    assert cfg.resume is True and cfg.load_from == str(work / 'iter_4.pth')
+
+
+@pytest.mark.slow
+def test_resume_with_nothing_to_resume_says_so_first(coco128_root, tmp_path):
+    """The shipped smoke config with --resume into an empty work dir: the log's first line
+    says there is nothing to resume (not mmengine's 'Auto resumed from the latest checkpoint
+    None' after the config); the second run resumes from the first one's checkpoint."""
+    work = tmp_path / 'work'
+    base = [osp.join(TOOLS_DIR, 'train.py'), osp.join(REPO_ROOT, 'configs', SMOKE),
+            '--work-dir', 'work', '--resume', '--no-validate']
+    opts = _coco128_options(coco128_root) + ['train_cfg.max_iters=1',
+                                             'default_hooks.checkpoint.interval=1']
+    res = _python(base + opts, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr[-4000:]
+    log, = glob.glob(str(work / '*' / '*.log'))
+    first = open(log).readline()
+    assert first.rstrip().endswith(f'--resume: nothing to resume in {work} (no '
+                                   'last_checkpoint), training from scratch'), first
+    assert 'Auto resumed' not in open(log).read()
+    res = _python(base + opts[:-2] + ['train_cfg.max_iters=2'], cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr[-4000:]
+    log = max(glob.glob(str(work / '*' / '*.log')))
+    text = open(log).read()
+    assert 'nothing to resume' not in text and 'resumed epoch: 0, iter: 1' in text
