@@ -12,3 +12,9 @@ model = dict(
     # memory positions of the decoder's cross-attention keys (the conditional spatial queries
     # attend to them): the stock sine in every variant of this folder
     decoder_pos='sine')
+
+# mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+test_dataloader = val_dataloader

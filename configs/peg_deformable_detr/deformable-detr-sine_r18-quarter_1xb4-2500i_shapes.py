@@ -116,6 +116,7 @@ train_dataloader = dict(
     sampler=dict(type='InfiniteSampler', shuffle=True),
     batch_sampler=None,
     dataset=dict(
+        type='mmposenc.CheckedCocoDataset',  # CocoDataset + mmposenc's dataset check
         data_root=data_root,
         metainfo=metainfo,
         ann_file='annotations/instances_train.json',
@@ -127,6 +128,7 @@ val_dataloader = dict(
     num_workers=0,
     persistent_workers=False,
     dataset=dict(
+        type='mmposenc.CheckedCocoDataset',  # CocoDataset + mmposenc's dataset check
         data_root=data_root,
         metainfo=metainfo,
         ann_file='annotations/instances_val.json',

@@ -16,3 +16,9 @@ model = dict(
     # cells, padding zeroed before the extra stride-64 level (same state-dict keys: mmdet's
     # checkpoints load). type='ChannelMapper' gives the stock neck back.
     neck=dict(type='mmposenc.MaskedChannelMapper'))
+
+# mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+test_dataloader = val_dataloader

@@ -25,7 +25,13 @@ model = dict(
                 dict(type='IoUCost', iou_mode='giou', weight=2.0)
             ])))
 
-train_dataloader = dict(batch_size=2)  # x 16 GPUs = 32
+# mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(
+    batch_size=2,  # x 16 GPUs = 32
+    dataset=dict(type='mmposenc.CheckedCocoDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+test_dataloader = val_dataloader
 
 optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=1e-4, weight_decay=1e-4),

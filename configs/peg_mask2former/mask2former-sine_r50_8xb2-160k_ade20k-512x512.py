@@ -17,3 +17,9 @@ model = dict(
         pixel_decoder=dict(
             type='mmposenc.PEGMSDeformAttnPixelDecoder',
             encoder_pos='sine')))  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'
+
+# mmseg's ADE20KDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedADE20KDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedADE20KDataset'))
+test_dataloader = val_dataloader

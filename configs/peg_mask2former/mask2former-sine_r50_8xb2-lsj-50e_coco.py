@@ -18,3 +18,9 @@ model = dict(
         pixel_decoder=dict(
             type='mmposenc.PEGMSDeformAttnPixelDecoder',
             encoder_pos='sine')))  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'
+
+# mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+test_dataloader = val_dataloader

@@ -37,3 +37,9 @@ optim_wrapper = dict(
 param_scheduler = [
     dict(type='PolyLR', power=0.9, eta_min=0.0, begin=0, end=80000, by_epoch=False)
 ]
+
+# mmseg's ADE20KDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedADE20KDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedADE20KDataset'))
+test_dataloader = val_dataloader

@@ -32,3 +32,9 @@ optim_wrapper = dict(
             '.attn.ppe.': dict(decay_mult=0.0),
             '.cpe.': dict(decay_mult=0.0),
         }))
+
+# mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+test_dataloader = val_dataloader

@@ -33,3 +33,9 @@ param_scheduler = [
 ]
 train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=4000)
 default_hooks = dict(checkpoint=dict(by_epoch=False, interval=4000))
+
+# mmseg's ADE20KDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedADE20KDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedADE20KDataset'))
+test_dataloader = val_dataloader

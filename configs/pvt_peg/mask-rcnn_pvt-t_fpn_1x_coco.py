@@ -15,3 +15,9 @@ model = dict(
 
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=2e-4, weight_decay=1e-4))
+
+# mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
+# iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)
+train_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
+test_dataloader = val_dataloader

@@ -28,6 +28,7 @@ test_pipeline = [
          meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
 _data = dict(
+    type='mmposenc.CheckedCocoDataset',  # CocoDataset + mmposenc's dataset check
     data_root=data_root,
     ann_file='annotations/instances_train2017.json',
     data_prefix=dict(img='train2017/'))

@@ -80,7 +80,11 @@ def test_config_is_the_hosts_with_the_switch(path):
         assert head.type.startswith('mmposenc.PaddingAware')
     if tag == 'peg':
         assert switch.peg_after == (0, )
-    # everything else is the host's: schedule, data, and the model but for our keys
+    # everything else is the host's: schedule, data (the host's dataset plus mmposenc's
+    # dataset check: mmposenc.Checked<HostDataset>), and the model but for our keys
+    for key in ('train_dataloader', 'test_dataloader'):
+        if cfg[key].dataset.type.startswith('mmposenc.Checked'):
+            cfg[key].dataset.type = cfg[key].dataset.type[len('mmposenc.Checked'):]
     for key in ('optim_wrapper', 'param_scheduler', 'train_cfg', 'train_dataloader',
                 'test_dataloader', 'test_evaluator'):
         assert _plain(cfg[key]) == _plain(host[key]), key
