@@ -12,6 +12,7 @@ import sys
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS as MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS
 from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import Registry as _Registry
@@ -130,6 +131,11 @@ TRANSFORMS = Registry(
 OPTIM_WRAPPERS = Registry(
     'optim_wrapper', parent=MMENGINE_OPTIM_WRAPPERS, scope='mmposenc',
     locations=['mmposenc.engine'])
+
+#: Optimizer wrapper constructors (parameter groups with a summary log).
+OPTIM_WRAPPER_CONSTRUCTORS = Registry(
+    'optimizer wrapper constructor', parent=MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS,
+    scope='mmposenc', locations=['mmposenc.engine'])
 
 #: Dataset wrappers (UniViT's random resolution).
 DATASETS = Registry(

@@ -34,6 +34,8 @@ model = dict(
     head=dict(in_channels=768))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     optimizer=dict(lr=5e-4 * 1024 / 512),
     paramwise_cfg=dict(
         norm_decay_mult=0.0,

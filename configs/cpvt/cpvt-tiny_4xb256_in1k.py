@@ -24,6 +24,8 @@ train_dataloader = dict(
     batch_size=256, sampler=dict(type='RepeatAugSampler', shuffle=True))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     optimizer=dict(lr=5e-4 * 1024 / 512),
     clip_grad=None,  # [E] Table 13 / [L] Table 10: no gradient clipping
     paramwise_cfg=dict(

@@ -28,6 +28,8 @@ model = dict(
     ])
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(
         # the Swin base names 'absolute_pos_embed', 'relative_position_bias_table' and 'norm',
         # none of which is a CPVT parameter name (its norms are ln1/ln2): norms by type instead

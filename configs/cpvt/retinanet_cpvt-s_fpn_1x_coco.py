@@ -31,6 +31,8 @@ model = dict(
     ])
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # CPVT.pegs
 
 # mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first

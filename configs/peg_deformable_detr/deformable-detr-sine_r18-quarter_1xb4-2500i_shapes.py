@@ -141,6 +141,8 @@ test_evaluator = val_evaluator
 
 max_iters = 2500
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     type='OptimWrapper',
     # 1e-3 rather than DETR's 1e-4..2e-4: a small model trained from scratch for a short
     # schedule (measured with PEG on an earlier candidate, width 128 and objects of 15-45 %:

@@ -34,6 +34,8 @@ val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
 test_dataloader = val_dataloader
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     optimizer=dict(type='AdamW', lr=1e-4, weight_decay=1e-4),
     paramwise_cfg=dict(
         custom_keys={'backbone': dict(lr_mult=2e-5 / 1e-4, decay_mult=1.0)}))

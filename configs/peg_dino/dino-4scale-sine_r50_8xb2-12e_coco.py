@@ -20,3 +20,6 @@ model = dict(
 train_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
 val_dataloader = dict(dataset=dict(type='mmposenc.CheckedCocoDataset'))
 test_dataloader = val_dataloader
+
+# mmengine's parameter groups, logged as one line per rule, not one per parameter
+optim_wrapper = dict(constructor='mmposenc.SummaryOptimWrapperConstructor')

@@ -18,3 +18,6 @@ model = dict(
         pixel_decoder=dict(
             type='mmposenc.PEGMSDeformAttnPixelDecoder',
             encoder_pos='sine')))  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'
+
+# mmengine's parameter groups, logged as one line per rule, not one per parameter
+optim_wrapper = dict(constructor='mmposenc.SummaryOptimWrapperConstructor')

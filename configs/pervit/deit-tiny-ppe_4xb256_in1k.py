@@ -20,6 +20,8 @@ model = dict(
         ]))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(
         _delete_=True,
         norm_decay_mult=0.0,  # also Phi_p's GroupNorms

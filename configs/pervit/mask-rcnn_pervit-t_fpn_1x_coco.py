@@ -27,6 +27,8 @@ model = dict(
 # projections and norms (PerViTBlock.attn.ppe) and the conditional position encoding
 # (PerViTBlock.cpe); norms of the backbone, FPN and heads without decay as in the Swin recipe
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(
         custom_keys=dict(
             _delete_=True,

@@ -48,6 +48,8 @@ model = dict(
 train_dataloader = dict(batch_size=128, sampler=dict(type='RepeatAugSampler', shuffle=True))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     optimizer=dict(type='AdamW', lr=5e-4 * 1024 / 512, weight_decay=0.03, eps=1e-8,
                    betas=(0.9, 0.999)),  # weight decay 0.03 for T (Table A6)
     paramwise_cfg=dict(

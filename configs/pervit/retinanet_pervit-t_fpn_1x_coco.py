@@ -26,6 +26,8 @@ model = dict(
 # block's Phi_p projections and norms (PerViTBlock.attn.ppe) and the conditional position
 # encoding (PerViTBlock.cpe); norms and biases keep the recipe's decay as in mmdet's PVT
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(
         custom_keys={
             'backbone.distance_embed.': dict(decay_mult=0.0),

@@ -23,6 +23,8 @@ model = dict(
     neck=dict(in_channels=[64, 128, 320, 512]))  # FPN
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     optimizer=dict(lr=2e-4),  # AdamW, weight decay 1e-4 (mmseg's Twins Semantic FPN = PVT's)
     paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # PVTPEG.pegs
 

@@ -14,6 +14,8 @@ model = dict(
     neck=dict(in_channels=[64, 128, 320, 512]))  # FPN
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     optimizer=dict(_delete_=True, type='AdamW', lr=2e-4, weight_decay=1e-4))
 
 # mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first

@@ -17,6 +17,8 @@ model = dict(
     head=dict(in_channels=512))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(
         _delete_=True,
         norm_decay_mult=0.0,

@@ -18,6 +18,8 @@ model = dict(
     neck=dict(in_channels=[64, 128, 320, 512]))  # FPN
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(custom_keys={'backbone.pegs': dict(decay_mult=0.0)}))  # PVTPEG.pegs
 
 # mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first

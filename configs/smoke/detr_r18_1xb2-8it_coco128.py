@@ -50,3 +50,6 @@ default_hooks = dict(
     checkpoint=dict(by_epoch=False, interval=8),
     visualization=dict(draw=False))
 log_processor = dict(by_epoch=False)
+
+# mmengine's parameter groups, logged as one line per rule, not one per parameter
+optim_wrapper = dict(constructor='mmposenc.SummaryOptimWrapperConstructor')

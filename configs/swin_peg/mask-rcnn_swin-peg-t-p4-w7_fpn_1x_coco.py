@@ -17,6 +17,8 @@ model = dict(
                       checkpoint='work_dirs/swin-peg-tiny_16xb64_in1k/epoch_300.pth')))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(custom_keys={
         # mmdet's base also names 'absolute_pos_embed', which SwinPEG does not have
         '_delete_': True,

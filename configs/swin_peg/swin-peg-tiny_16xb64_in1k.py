@@ -13,6 +13,8 @@ model = dict(
         drop_path_rate=0.2))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     paramwise_cfg=dict(custom_keys={
         # the Swin base also names '.absolute_pos_embed', which SwinPEG does not have
         '_delete_': True,

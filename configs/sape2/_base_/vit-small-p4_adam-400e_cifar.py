@@ -33,6 +33,8 @@ model = dict(
         loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1, mode='original')))
 
 optim_wrapper = dict(
+    # mmengine's parameter groups, logged as one line per rule, not one per parameter
+    constructor='mmposenc.SummaryOptimWrapperConstructor',
     optimizer=dict(type='Adam', lr=1e-3, betas=(0.9, 0.999), weight_decay=5e-5),
     paramwise_cfg=dict(
         norm_decay_mult=0.0,

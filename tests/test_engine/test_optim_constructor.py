@@ -1,0 +1,263 @@
+"""mmposenc.SummaryOptimWrapperConstructor: mmengine's parameter groups, logged as one line per
+rule; building the optimizer of a shipped config logs no warning and no repeated line.
+
+mmengine's ``DefaultOptimWrapperConstructor`` logs one ``paramwise_options`` line per option and
+parameter and one WARNING per parameter with ``requires_grad=False``: 117 warnings and 168
+lines for DETR-R50 (frozen stem, stage 1 and batch norms), 109 lines for CPVT-Ti.
+"""
+import collections
+import contextlib
+import logging
+import os
+import os.path as osp
+import subprocess
+import sys
+import uuid
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import REPO_ROOT
+
+CONSTRUCTOR = 'mmposenc.SummaryOptimWrapperConstructor'
+CONFIGS = osp.join(REPO_ROOT, 'configs')
+# one shipped config per family, built at its real size
+FAMILY_CONFIGS = [
+    'peg_detr/detr-peg_r50_16xb2-50e_coco.py',
+    'peg_conditional_detr/conditional-detr-peg_r50_8xb2-50e_coco.py',
+    'peg_dab_detr/dab-detr-peg_r50_8xb2-50e_coco.py',
+    'peg_deformable_detr/deformable-detr-peg_r50_16xb2-50e_coco.py',
+    'peg_dino/dino-4scale-peg_r50_8xb2-12e_coco.py',
+    'peg_mask2former/mask2former-peg_r50_8xb2-lsj-50e_coco.py',
+    'peg_mask2former/mask2former-peg_r50_8xb2-160k_ade20k-512x512.py',
+    'pvt_peg/retinanet_pvt-peg-t_fpn_1x_coco.py',
+    'swin_peg/mask-rcnn_swin-peg-t-p4-w7_fpn_1x_coco.py',
+    'cpvt/fpn_cpvt-s_8xb4-40k_ade20k-512x512.py',
+    'pervit/retinanet_pervit-t_fpn_1x_coco.py',
+    'cpvt/cpvt-tiny_4xb256_in1k.py',
+    'pervit/pervit-tiny_8xb128_in1k.py',
+    'pvt_peg/pvt-peg-tiny_8xb128_in1k.py',
+    'swin_peg/swin-peg-tiny_16xb64_in1k.py',
+    'cape/vit-base-p16_cape_16xb64_in1k.py',
+    'pe_zoo/vit-small-p4_peg_1xb128-400e_cifar10.py',
+    'sape2/vit-small-p4_sape2-k_1xb128-400e_cifar10.py',
+    'peg_deformable_detr/deformable-detr-peg_r18-half_1xb4-400i_shapes.py',
+    'smoke/detr_r18_1xb2-8it_coco128.py',
+]
+MULT_KEYS = ('bias_lr_mult', 'bias_decay_mult', 'norm_decay_mult', 'dwconv_decay_mult',
+             'flat_decay_mult', 'dcn_offset_lr_mult')
+
+
+class _Records(logging.Handler):
+
+    def __init__(self):
+        super().__init__(logging.INFO)  # what a Runner (log_level INFO) prints
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    @property
+    def messages(self):
+        return [r.getMessage() for r in self.records]
+
+    @property
+    def warnings(self):
+        return [r.getMessage() for r in self.records if r.levelno >= logging.WARNING]
+
+
+@contextlib.contextmanager
+def _captured():
+    """The records of a fresh current MMLogger, and the Python warnings a run would print
+    (Python hides DeprecationWarnings outside ``__main__``)."""
+    from mmengine.logging import MMLogger
+    logger = MMLogger.get_instance(f'test-optim-{uuid.uuid4().hex}', log_level='INFO')
+    handler = _Records()
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            yield handler, caught
+    finally:
+        logger.removeHandler(handler)
+        caught[:] = [w for w in caught if not issubclass(
+            w.category, (DeprecationWarning, PendingDeprecationWarning))]
+
+
+def _groups(optim_wrapper, model):
+    """(parameter name, options) of every parameter group, in order."""
+    names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+    return [([names[id(p)] for p in g['params']],
+             sorted((k, v) for k, v in g.items() if k != 'params'))
+            for g in optim_wrapper.optimizer.param_groups]
+
+
+def _build(optim_wrapper_cfg, model, constructor=None):
+    """``build_optim_wrapper`` as the Runner calls it; ``constructor`` replaces the config's."""
+    from mmengine.optim import build_optim_wrapper
+    cfg = dict(optim_wrapper_cfg)
+    if constructor is not None:
+        cfg['constructor'] = constructor
+    return build_optim_wrapper(model, cfg)
+
+
+class _Net(nn.Module):
+    """Every kind of parameter the rules tell apart: conv, depthwise conv, BN, LN, GN, linear
+    with bias, a 1-d parameter, a frozen stem and a weight shared by two modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))
+        self.stem.requires_grad_(False)
+        self.dw = nn.Conv2d(8, 8, 3, groups=8)
+        self.bn = nn.BatchNorm2d(8)
+        self.gn = nn.GroupNorm(2, 8)
+        self.ln = nn.LayerNorm(8)
+        self.pos_embed = nn.Parameter(torch.zeros(8))
+        self.head = nn.Linear(8, 4)
+        self.tied = nn.Linear(8, 4)
+        self.tied.weight = self.head.weight
+
+
+PARAMWISE = {
+    'custom_keys': dict(custom_keys={'head': dict(lr_mult=0.1), 'pos_embed':
+                                     dict(decay_mult=0.0), 'stem': dict(lr_mult=0.5)}),
+    'mults': dict(bias_lr_mult=2.0, bias_decay_mult=0.0, norm_decay_mult=0.0,
+                  dwconv_decay_mult=0.5, flat_decay_mult=0.1),
+    'keys+mults': dict(custom_keys={'.ln': dict(lr_mult=0.3, decay_mult=0.0)},
+                       norm_decay_mult=0.0, bias_lr_mult=2.0),
+    'bypass_duplicate': dict(bias_decay_mult=0.0, bypass_duplicate=True),
+}
+
+
+@pytest.mark.parametrize('paramwise_cfg', list(PARAMWISE.values()), ids=list(PARAMWISE))
+def test_parameter_groups_are_mmengines(paramwise_cfg):
+    """Same groups, options and order as mmengine's constructor; frozen parameters left out."""
+    model = _Net()
+    cfg = dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9, weight_decay=1e-4),
+               paramwise_cfg=paramwise_cfg)
+    if not paramwise_cfg.get('bypass_duplicate'):
+        model.tied = nn.Linear(8, 4)  # duplicates without bypass_duplicate are an error
+    ours = _groups(_build(cfg, model, CONSTRUCTOR), model)
+    with _captured():
+        theirs = _groups(_build(cfg, model, 'DefaultOptimWrapperConstructor'), model)
+    assert ours == theirs
+    assert not any(n.startswith('stem.') for names, _ in ours for n in names)
+
+
+def test_one_line_per_rule_and_one_for_the_frozen_parameters():
+    model = _Net()
+    model.tied = nn.Linear(8, 4)
+    cfg = dict(optimizer=dict(type='SGD', lr=0.1, weight_decay=1e-4),
+               paramwise_cfg=dict(norm_decay_mult=0.0, bias_decay_mult=0.0,
+                                  custom_keys={'pos_embed': dict(decay_mult=0.0)}))
+    with _captured() as (log, caught):
+        _build(cfg, model, CONSTRUCTOR)
+    msgs = log.messages
+    assert not log.warnings and not caught
+    assert not any('paramwise_options' in m for m in msgs)
+    # norms (bn, gn, ln: 6 parameters), the other biases (dw, head, tied: 3), pos_embed
+    assert any(m.startswith('paramwise_cfg: 6 of 13 optimized parameters get weight_decay=0.0 '
+                            'from norm_decay_mult') for m in msgs), msgs
+    assert any(m.startswith('paramwise_cfg: 3 of 13 ') and 'bias_decay_mult' in m
+               for m in msgs), msgs
+    assert any("custom_keys['pos_embed']" in m for m in msgs), msgs
+    frozen = [m for m in msgs if 'requires_grad=False' in m]
+    assert frozen == ['paramwise_cfg: 4 parameters with requires_grad=False are left out of '
+                      'the optimizer: stem.0 (2), stem.1 (2)']
+    assert len(msgs) == 4
+
+
+@pytest.mark.parametrize('key,what', [('pos_block', 'no parameter'),
+                                      ('stem', 'only parameters with requires_grad=False')])
+def test_a_custom_key_without_effect_is_one_warning(key, what):
+    """A key matching nothing (mmseg's Twins configs name 'pos_block', which no module has)
+    or only frozen parameters: one WARNING naming it, not silence."""
+    model = _Net()
+    model.tied = nn.Linear(8, 4)
+    cfg = dict(optimizer=dict(type='SGD', lr=0.1, weight_decay=1e-4),
+               paramwise_cfg=dict(custom_keys={key: dict(decay_mult=0.0)}))
+    with _captured() as (log, _):
+        _build(cfg, model, CONSTRUCTOR)
+    assert log.warnings == [
+        f"paramwise_cfg.custom_keys['{key}'] matches {what} of _Net: it has no effect; fix or "
+        'remove the key (a key matches the parameters whose name in model.named_parameters() '
+        'contains it)']
+
+
+def _shipped(rel):
+    from mmengine.config import Config
+    from mmengine.registry import MODELS, init_default_scope
+
+    import mmposenc  # noqa: F401
+    cfg = Config.fromfile(osp.join(CONFIGS, rel))
+    init_default_scope(cfg.default_scope)
+    return cfg, MODELS.build(cfg.model)
+
+
+@pytest.mark.parametrize('rel', FAMILY_CONFIGS)
+def test_shipped_config_builds_its_optimizer_quietly(rel):
+    """The optimizer of a shipped config: no WARNING, no repeated line, one line per rule
+    (before: up to 117 requires_grad warnings and 168 paramwise_options lines), and the same
+    parameter groups as mmengine's constructor gives."""
+    with _captured() as (build_log, _):
+        cfg, model = _shipped(rel)
+    with _captured() as (log, caught):
+        optim_wrapper = _build(cfg.optim_wrapper, model)
+    msgs = build_log.messages + log.messages
+    assert not build_log.warnings + log.warnings, build_log.warnings + log.warnings
+    assert not caught, [str(w.message) for w in caught]
+    repeated = {m: n for m, n in collections.Counter(msgs).items() if n > 1}
+    assert not repeated, repeated
+    paramwise = cfg.optim_wrapper.get('paramwise_cfg', {})
+    rules = len(paramwise.get('custom_keys', {})) + sum(k in paramwise for k in MULT_KEYS)
+    assert len(log.messages) <= 2 * rules + 1, log.messages
+    with _captured():
+        reference = _build(cfg.optim_wrapper, model, 'DefaultOptimWrapperConstructor')
+    assert _groups(optim_wrapper, model) == _groups(reference, model)
+
+
+@pytest.mark.slow
+def test_every_shipped_config_with_paramwise_cfg_uses_the_summary_constructor():
+    import glob
+
+    from mmengine.config import Config
+
+    import mmposenc  # noqa: F401
+    missing = []
+    for path in sorted(glob.glob(osp.join(CONFIGS, '**', '*.py'), recursive=True)):
+        if f'{os.sep}_base_{os.sep}' in path:
+            continue
+        optim_wrapper = Config.fromfile(path).get('optim_wrapper', {})
+        if optim_wrapper.get('paramwise_cfg') and \
+                optim_wrapper.get('constructor') != CONSTRUCTOR:
+            missing.append(osp.relpath(path, CONFIGS))
+    assert not missing, missing
+
+
+@pytest.mark.slow
+def test_training_run_of_a_shipped_config_repeats_no_warning(coco128_root, tmp_path):
+    """tools/train.py on the shipped smoke config (mmdet's DETR-R18: frozen stem, stage 1 and
+    batch norms), from a folder outside the repository: before, 46 requires_grad warnings and
+    60 paramwise_options lines."""
+    import re
+    root = coco128_root.rstrip('/') + '/'
+    cfg = osp.join(CONFIGS, 'smoke', 'detr_r18_1xb2-8it_coco128.py')
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    res = subprocess.run(
+        [sys.executable, osp.join(REPO_ROOT, 'tools', 'train.py'), cfg, '--work-dir',
+         str(tmp_path / 'work'), '--no-validate', '--cfg-options', f'data_root={root}',
+         f'train_dataloader.dataset.data_root={root}', 'train_cfg.max_iters=2'],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=600, env=env)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-5000:]
+    lines = [re.sub(r'^\d\d/\d\d \d\d:\d\d:\d\d - ', '', ln) for ln in out.splitlines()]
+    records = [ln for ln in lines if re.match(r'\S+ - (INFO|WARNING|ERROR) - ', ln)
+               and not re.search(r'Iter\(train\)', ln)]
+    assert not any('paramwise_options' in ln for ln in lines)
+    assert not any('is skipped since its requires_grad=False' in ln for ln in lines)
+    repeated = {m: n for m, n in collections.Counter(records).items() if n > 1}
+    assert not repeated, repeated
+    assert sum('paramwise_cfg: ' in ln for ln in records) == 2  # the backbone key, frozen
