@@ -62,8 +62,17 @@ def model_task(model):
     return ['-']
 
 
+#: Shorter metric names for the zoo's cells.
+_METRIC_NAMES = {'Top 1 Accuracy': 'top-1'}
+
+
 def _fmt_metrics(metrics):
-    return ', '.join(f'{k} {v}' for k, v in metrics.items())
+    out = []
+    for k, v in metrics.items():
+        for long, short in _METRIC_NAMES.items():
+            k = k.replace(long, short)
+        out.append(f'{k} {v}')
+    return ', '.join(out)
 
 
 def _cell(text):
@@ -85,8 +94,12 @@ def model_zoo_rows(root=REPO_ROOT):
                 else:
                     paper.append(metrics)
                     tables.append(source)
+            conv = model.get('Converted From')
+            start = (f'[official weights]({conv["Weights"]}) + `{conv["Converter"]}`'
+                     if conv else '')
             rows.append(dict(
                 collection=model['In Collection'], name=model['Name'], config=model['Config'],
+                start=start,
                 task=', '.join(model_task(model)),
                 data=model.get('Metadata', {}).get('Training Data', '-'),
                 paper='; '.join(paper) or '-',
@@ -103,34 +116,39 @@ def model_zoo_markdown(root=REPO_ROOT):
     n_rep = sum(r['reproduced'] != 'not yet' for r in rows)
     lines = [
         '# Model zoo', '',
-        'Generated when this site is built, from `model-index.yml` and the '
-        '`configs/*/metafile.yml` files (which `tools/misc/sync_metafiles.py` writes from the '
-        'config folders\' READMEs); `mim search mmposenc` lists the same models. Each config '
-        'folder\'s README, with the recipe and notes behind every number, is under '
-        '[Config folders](/_generated/configs/index.md).', '',
-        f'{len(rows)} configs in {len(metas)} collections, read from `model-index.yml` and '
-        'the `configs/*/metafile.yml` files it imports when this site was built. "Paper" is the '
-        'number the paper (or, for the host-model rows, the host\'s model zoo) reports for '
-        'that setting, "table" where it is printed; "reproduced here" is a run of the config '
-        f'itself ({n_rep} of {len(rows)} so far). No checkpoint is published: the configs train '
-        'from the hosts\' ImageNet weights or from scratch, and the converters turn official '
-        'checkpoints into ours (see the checkpoint guide).', '']
+        f'{len(rows)} configs in {len(metas)} collections, generated when this site was built from '
+        '`model-index.yml` and the `configs/*/metafile.yml` files it imports (which '
+        '`tools/misc/sync_metafiles.py` writes from the config folders\' READMEs; `mim search '
+        'mmposenc` lists the same models). "Paper" is the number the paper (or, for the '
+        'host-model rows, the host\'s model zoo) reports for that setting, "table" where it is '
+        'printed; "reproduced here" is a run of the config itself ({n_rep} of {len(rows)} so far). '
+        'No checkpoint is published: the configs train from the hosts\' ImageNet weights or '
+        'from scratch, and the converters turn official '
+        'checkpoints into ours ([checkpoints and converters](/user_guides/checkpoints.md)); '
+        'each config folder\'s README is under [Config folders](/_generated/configs/index.md).', '']
     for rel, meta in metas:
         for coll in meta.get('Collections', []):
             folder = osp.basename(osp.dirname(rel))
             paper = coll.get('Paper') or {}
             lines += [f'## {coll["Name"]}', '']
+            intro = (f'Configs in `configs/{folder}/`, with the recipe and notes in its '
+                     f'[README](/_generated/configs/{folder}.md)')
             if paper:
-                lines += [f'Paper: [{paper["Title"]}]({paper["URL"]}). '
-                          f'Configs and notes: [configs/{folder}](/_generated/configs/{folder}.md); '
-                          f'implementation: `{coll.get("Code", {}).get("URL", "-")}`.', '']
-            lines += ['| config | task | training data | paper | table | reproduced here |',
-                      '| :-- | :-- | :-- | :-- | :-- | :-- |']
+                intro += f'. Paper: [{paper["Title"]}]({paper["URL"]})'
+            code = coll.get('Code', {}).get('URL')
+            if code:
+                intro += f'. Implementation: `{code}`'
+            lines += [intro + '.', '']
+            lines += ['| config | task, training data | paper | table | reproduced here |',
+                      '| :-- | :-- | :-- | :-- | :-- |']
             for r in rows:
                 if r['collection'] != coll['Name']:
                     continue
+                config = f'`{osp.basename(r["config"])}`'
+                if r['start']:
+                    config += f'<br>start from: {r["start"]}'
                 lines.append('| ' + ' | '.join(_cell(x) for x in (
-                    f'`{r["config"]}`', r['task'], r['data'], r['paper'], r['table'],
+                    config, f'{r["task"]}, {r["data"]}', r['paper'], r['table'],
                     r['reproduced'])) + ' |')
             lines.append('')
     return '\n'.join(lines)
