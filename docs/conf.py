@@ -7,6 +7,7 @@ equations render offline too.
 """
 import os
 import os.path as osp
+import re
 import sys
 
 DOCS = osp.dirname(osp.abspath(__file__))
@@ -93,15 +94,26 @@ def _copy_mathjax(app, exception):
                 osp.join('input', 'tex', 'extensions')):
         shutil.copytree(osp.join(_MATHJAX, sub), osp.join(dst, sub), dirs_exist_ok=True)
 
+_LONE_STAR = re.compile(r'(?<![\\*\w`])\*(?=[),\]])')
+
+
 def _escape_star_args(app, what, name, obj, options, lines):
-    """``*args, **kwargs: ...`` in an Args section (one entry for both) would read as
-    unbalanced reST emphasis; escape the stars before napoleon parses the section."""
+    """Stars that reST would read as unbalanced emphasis, escaped before napoleon parses the
+    docstring: ``*args, **kwargs: ...`` in an Args section (one entry for both) and a lone
+    ``*`` in a shape such as (N, C, *) outside inline literals."""
     for i, line in enumerate(lines):
         stripped = line.lstrip()
         if stripped.startswith(('*args', '**kwargs')):
             head, sep, rest = stripped.partition(':')
             head = head.replace('**', r'\*\*').replace('*args', r'\*args')
-            lines[i] = line[:len(line) - len(stripped)] + head + sep + rest
+            line = line[:len(line) - len(stripped)] + head + sep + rest
+        if stripped.startswith(('>>>', '...')):  # doctest lines are shown literally
+            lines[i] = line
+            continue
+        parts = line.split('``')
+        for j in range(0, len(parts), 2):  # even parts are outside ``literals``
+            parts[j] = _LONE_STAR.sub(r'\\*', parts[j])
+        lines[i] = '``'.join(parts)
 
 
 def setup(app):
