@@ -86,6 +86,8 @@ def register_config_package() -> None:
         config_module.get_installed_path = _mmposenc_aware(current)
     # a source checkout that was never installed has no .mim: read its configs/ instead
     register_source_checkout()
+    # an mmposenc:: base is loaded as the same file by path: no _scope_='mmposenc' stamps
+    register_base_scope()
 
 
 # ------------------------------------------------ a source checkout that was never installed
@@ -184,3 +186,70 @@ def register_source_checkout() -> None:
         current = getattr(config_module, name)
         if not getattr(current, 'answers_source_checkout', False):
             setattr(config_module, name, wrap(current))
+
+
+# ------------------------------------------------ the scope of an mmposenc:: base
+# For a base ``pkg::folder/file.py`` mmengine 0.10.7 (``Config._file2dict``) takes ``pkg`` as the
+# base's scope: ``Config._get_cfg_path`` returns it and ``Config._dict_to_config_dict(base,
+# scope)`` writes ``_scope_='pkg'`` into every outermost dict of the base that has a ``type``
+# and no ``_scope_`` yet (a model, each transform of a top-level pipeline list, an optimizer
+# wrapper, each scheduler, hook, loop, evaluator, the visualizer, a TTA model ...; dicts nested
+# in them are not stamped, dicts that came from a host base such as ``mmdet::`` already carry
+# ``_scope_='mmdet'`` and keep it). At build time ``build_from_cfg`` pops ``_scope_`` and makes
+# it the default scope while that dict and everything nested in it is built, so an unscoped
+# type is looked up in that scope's registries and their parents only.
+#
+# That is right for a host's own configs (mmdet's types live in the scope ``mmdet``) and wrong
+# for ours: an mmposenc config is a host config (its ``default_scope`` is ``mmdet``, ``mmseg``
+# or ``mmpretrain``; our own types are always spelt ``'mmposenc.X'``), and the registries of
+# the scope ``mmposenc`` hold only mmposenc's modules with mmengine's root as parent. With the
+# stamp, a host type that our file names (``ImageClassifier``, ``LinearClsHead``, ``Lamb``,
+# ``DetDataPreprocessor``, ``ResNet``, ``DeformableDETRHead``, ``ResizeEdge``, ``PackDetInputs``
+# ...) is not found, and a name that mmengine's / mmcv's root registry has too
+# (``LoadAnnotations``, ``Resize``, ``RandomFlip``) silently builds the root's class instead of
+# the host's. Scope prefixes in our files (``type='mmdet.PackDetInputs'``) would not do: a
+# prefixed type does not switch the default scope for what is nested in it, and the hosts'
+# inferencers find pipeline steps by their bare type (``DetInferencer`` looks for
+# ``'LoadImageFromFile'``, ``MMSegInferencer`` deletes ``'LoadAnnotations'``).
+#
+# So an ``mmposenc::`` base gets no scope (``None``, what mmengine gives a base named by path):
+# it is loaded exactly as the same file inherited by path, every type is built in the scope the
+# user's config builds it in (the ``default_scope`` it inherits from our file, or the
+# ``_scope_`` of a host base). Other packages' bases keep mmengine's behaviour.
+# (``Config._parse_scope``, which would turn the ``scope`` attribute of a base's dicts into
+# ``_scope_`` when the user's config accesses ``_base_.x``, is called on the config's plain
+# top-level dict in mmengine 0.10.7 and changes nothing; with no scope there is none to set.)
+
+
+def _unscoped_mmposenc_base(original):
+    """Wrap mmengine's ``Config._get_cfg_path(cfg_path, filename) -> (path, scope)`` so that an
+    ``mmposenc::`` base has scope ``None``; every other base is answered unchanged."""
+
+    def get_cfg_path(cfg_path, filename):
+        path, scope = original(cfg_path, filename)
+        if scope == PACKAGE:
+            scope = None
+        return path, scope
+
+    get_cfg_path.__wrapped__ = original
+    get_cfg_path.unscoped_mmposenc = True
+    return get_cfg_path
+
+
+def register_base_scope() -> None:
+    """Load ``_base_ = 'mmposenc::<folder>/<file>.py'`` without mmengine's ``_scope_`` stamps.
+
+    Wraps ``mmengine.config.Config._get_cfg_path`` (see the comment above for why). Idempotent,
+    also across the two copies of this module (``import mmposenc`` and the startup hook).
+
+    Examples:
+        >>> import mmposenc  # calls register_config_package(), which calls this
+        >>> from mmengine.config import Config
+        >>> Config._get_cfg_path('mmposenc::smoke/detr_r18_1xb2-8it_coco128.py', '')[1] is None
+        True
+    """
+    from mmengine.config import Config
+    current = Config.__dict__['_get_cfg_path']
+    func = current.__func__ if isinstance(current, staticmethod) else current
+    if not getattr(func, 'unscoped_mmposenc', False):
+        Config._get_cfg_path = staticmethod(_unscoped_mmposenc_base(func))
