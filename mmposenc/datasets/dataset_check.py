@@ -21,6 +21,7 @@ Supported layouts: mmdet's ``CocoDataset`` and its subclasses (COCO instances JS
 """
 import io
 import json
+import logging
 import os
 import os.path as osp
 from collections import Counter, OrderedDict, defaultdict
@@ -101,7 +102,6 @@ class CheckReport:
     def raise_or_log(self, logger='current'):
         """Raise :class:`DatasetCheckError` on errors; otherwise log drops and notes."""
         from mmengine.logging import print_log
-        import logging
         if self.errors:
             raise DatasetCheckError(
                 self.summary() + '\n  (fix the data, or see tools/misc/check_dataset.py '
@@ -320,13 +320,9 @@ def _check_coco(ctx):
     matched = [n for n in names_json if n in classes]
     if cats and classes:
         missing = [c for c in classes if c not in names_json]
-        for c in missing[:5]:
+        for c in missing:
             ctx.error(report, 'class_not_in_categories',
                       f'{name}: class {c!r} of metainfo.classes is not among the categories')
-        if len(missing) > 5:
-            ctx.error(report, 'class_not_in_categories',
-                      f'{name}: {len(missing)} classes of metainfo.classes are not among the '
-                      'categories')
         if not missing and len(set(matched)) == len(matched) and matched != [
                 c for c in classes if c in matched]:
             order = [c for c in classes if c in matched]
@@ -348,8 +344,12 @@ def _check_coco(ctx):
                       + ', '.join(f'"{k}"' for k in lacking))
     not_in_classes = Counter()
     img_has_class = set()
-    tiny = ignored = 0
+    tiny = ignored = in_classes = 0
     for i, ann in enumerate(anns):
+        if not isinstance(ann, dict):
+            ctx.error(report, 'annotation_key', f'{name}: annotation #{i} is a '
+                      f'{type(ann).__name__}, not an object')
+            continue
         where = f'{name}: annotation id {ann.get("id", f"#{i}")} (image {ann.get("image_id")})'
         lacking = [k for k in ('id', 'image_id', 'category_id', 'bbox', 'area')
                    if k not in ann]
@@ -369,7 +369,8 @@ def _check_coco(ctx):
                       'the categories')
         elif classes and cid not in cat_ids_used:
             not_in_classes[cid] += 1
-        elif img is not None:
+        else:
+            in_classes += 1
             img_has_class.add(ann['image_id'])
         if ann.get('ignore', False):
             ignored += 1
@@ -418,7 +419,7 @@ def _check_coco(ctx):
                   + ('' if kind in ctx.allow else
                      '; add them to metainfo.classes, or allow '
                      f'\'{kind}\' to train on a subset'))
-        if len(not_in_classes) == len(cat_by_id) and anns:
+        if not in_classes:
             ctx.error(report, 'no_class_annotations',
                       f'{name}: no annotation belongs to metainfo.classes (are classes set '
                       'to your categories\' names?)')

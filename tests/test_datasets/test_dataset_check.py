@@ -188,6 +188,21 @@ def test_many_defects_are_a_count_and_the_first_few(tmp_path, coco128_root, coco
     assert lines[-1] == '... and 7 more of this kind (bbox_size), 12 in all'
 
 
+def test_own_categories_with_the_configs_coco_classes(tmp_path, coco128_root, coco128_json):
+    """A user's JSON whose category names are not the config's classes (metainfo not set):
+    mmdet would drop every annotation and then every image; here it is named."""
+    data = copy.deepcopy(coco128_json)
+    for cat in data['categories']:
+        cat['name'] = f'my_{cat["name"]}'
+    report = _check(_coco_dataset(_coco_copy(tmp_path, coco128_root, data)))
+    lines = report.lines('error', max_per_kind=5)
+    assert lines[:5] == [f"{ANN}: class {c!r} of metainfo.classes is not among the categories"
+                         for c in ('person', 'bicycle', 'car', 'motorcycle', 'airplane')]
+    assert lines[5] == '... and 75 more of this kind (class_not_in_categories), 80 in all'
+    assert lines[-1] == (f'{ANN}: no annotation belongs to metainfo.classes (are classes set '
+                         "to your categories' names?)")
+
+
 def test_allowed_subset_of_categories_is_a_counted_drop(tmp_path, coco128_root,
                                                           coco128_json):
     """Training on some classes on purpose: allow it, and the dropped annotations are
@@ -448,6 +463,10 @@ def test_tool_passes_a_user_config_with_an_mmposenc_base(tmp_path, coco128_root,
     assert [line.split(' ')[0] for line in out.splitlines() if line.startswith('[')] == [
         '[train]', '[val]', '[test]']
     assert 'CheckedCocoDataset' in out and 'problem' not in out
+    # the packaged config itself, named as mmposenc::
+    rc = _tool('mmposenc::smoke/detr_r18_1xb2-8it_coco128.py', '--split', 'train',
+               '--cfg-options', f'train_dataloader.dataset.data_root={root}')
+    assert rc == 0, capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -463,7 +482,9 @@ def test_mmdets_own_train_tool_stops_before_training(tmp_path, coco128_root, coc
     env['OMP_NUM_THREADS'] = '1'
     res = subprocess.run(
         [sys.executable, '-W', 'ignore', train, SMOKE, '--work-dir', str(tmp_path / 'work'),
-         '--cfg-options', f'train_dataloader.dataset.data_root={root}/'],
+         '--cfg-options', f'train_dataloader.dataset.data_root={root}/',
+         f'val_dataloader.dataset.data_root={root}/', f'val_evaluator.ann_file={root}/{ANN}',
+         'train_cfg.max_iters=1', 'train_cfg.val_interval=10'],  # (mmdet would train)
         cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
     out = res.stdout + res.stderr
     assert res.returncode != 0
