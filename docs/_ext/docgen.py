@@ -185,15 +185,19 @@ def public_names(module):
 
 
 def registered_classes():
-    """{class: [registry name, ...]} over every registry of :mod:`mmposenc.registry`, after
-    importing every package that registers into them."""
+    """{class: [registry name, ...]} over every registry of :mod:`mmposenc.registry` (found by
+    type, so a new registry is covered), after importing every package that registers into
+    them."""
     for mod in ('mmposenc.models', 'mmposenc.models.detectors', 'mmposenc.datasets',
                 'mmposenc.engine'):
         importlib.import_module(mod)
     reg = importlib.import_module('mmposenc.registry')
+    from mmengine.registry import Registry
     out = {}
-    for rname in ('MODELS', 'TRANSFORMS', 'OPTIM_WRAPPERS', 'DATASETS', 'DATA_SAMPLERS'):
-        registry = getattr(reg, rname)
+    for rname, registry in sorted(vars(reg).items()):
+        if not isinstance(registry, Registry) or registry.scope != 'mmposenc':
+            continue
+        registry.import_from_location()
         for cls in registry.module_dict.values():
             out.setdefault(cls, []).append(rname)
     return out

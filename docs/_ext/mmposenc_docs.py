@@ -42,12 +42,14 @@ def generate(app):
 
     out('model_zoo_tables.md', docgen.model_zoo_markdown(root))
 
+    sections = docgen.api_entries()
+    registries = sorted({r for regs in docgen.registered_classes().values() for r in regs})
     api_index = ['# API reference', '',
                  'Every class registered in mmposenc\'s registries (`mmposenc.registry`: '
-                 '`MODELS`, `TRANSFORMS`, `OPTIM_WRAPPERS`, `DATASETS`, `DATA_SAMPLERS`; '
-                 'configs name them `type=\'mmposenc.X\'`) and every public function of the '
-                 'packages, from their docstrings.', '', '```{toctree}', ':maxdepth: 1', '']
-    for title, modname, entries in docgen.api_entries():
+                 + ', '.join(f'`{r}`' for r in registries) + '; configs name them '
+                 '`type=\'mmposenc.X\'`) and every public function of the packages, from '
+                 'their docstrings.', '', '```{toctree}', ':maxdepth: 1', '']
+    for title, modname, entries in sections:
         out(f'api/{modname}.md', docgen.api_markdown(title, modname, entries))
         api_index.append(modname)
     api_index += ['```', '']
