@@ -409,3 +409,40 @@ def test_resume_with_nothing_to_resume_says_so_first(coco128_root, tmp_path):
     log = max(glob.glob(str(work / '*' / '*.log')))
     text = open(log).read()
     assert 'nothing to resume' not in text and 'resumed epoch: 0, iter: 1' in text
+
+
+# ------------------------------------------- every tool that takes a config: mmposenc:: bases
+#: (tool, a shipped config it applies to, its other arguments; CKPT: a checkpoint file)
+CONFIG_TOOLS = [
+    ('train.py', SMOKE, []),
+    ('test.py', SMOKE, ['CKPT']),
+    ('analysis/resolution_sweep.py', 'cpvt/cpvt-tiny_4xb256_in1k.py', ['CKPT']),
+    ('analysis/pervit_detection_memory.py', 'pervit/retinanet_pervit-t_fpn_1x_coco.py',
+     ['--iters', '1']),
+    ('analysis/visualize_attention.py', 'cpvt/cpvt-tiny_4xb256_in1k.py', ['--img', 'x.jpg']),
+    ('analysis/pervit_analysis.py', 'pervit/pervit-tiny_8xb128_in1k.py', []),
+    ('deployment/pytorch2onnx.py', 'peg_detr/detr-peg_r50_16xb2-50e_coco.py',
+     ['--shape', '64', '64']),
+]
+
+
+@pytest.mark.parametrize('tool,base,args', CONFIG_TOOLS, ids=[t[0] for t in CONFIG_TOOLS])
+def test_config_tools_parse_an_mmposenc_base_without_the_startup_hook(tool, base, args,
+                                                                      tmp_path):
+    """Each tool that takes a config imports mmposenc before parsing it, so a user config
+    with an ``mmposenc::`` base parses also with the startup hook off (before,
+    resolution_sweep and pervit_detection_memory failed: 'mmengine does not support to load
+    mmposenc config'). The config stops the tool once it has been parsed."""
+    import torch
+    config = _user_config(tmp_path, f'mmposenc::{base}',
+                          "print('parsed, mmposenc from', mmposenc_file)\nraise SystemExit(0)\n")
+    torch.save({'state_dict': {}}, tmp_path / 'ckpt.pth')
+    args = [str(tmp_path / 'ckpt.pth') if a == 'CKPT' else a for a in args]
+    env = dict(os.environ, MMPOSENC_NO_STARTUP_HOOK='1')
+    res = _python([osp.join(TOOLS_DIR, tool), config, *args] if tool not in (
+        'analysis/pervit_detection_memory.py', ) else [osp.join(TOOLS_DIR, tool), '--config',
+                                                       config, *args],
+        cwd=str(tmp_path), env=env)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert f"parsed, mmposenc from {osp.join(REPO_ROOT, 'mmposenc', '__init__.py')}" in \
+        res.stdout
