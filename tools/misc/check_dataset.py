@@ -19,6 +19,8 @@ import copy
 import os.path as osp
 import sys
 
+# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 from _runner_utils import load_config  # noqa: E402
 
