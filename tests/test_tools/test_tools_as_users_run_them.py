@@ -192,6 +192,39 @@ def test_clone_train_tool_resolves_mmposenc_bases_from_the_clone(clone, marker_c
         'latest checkpoint of the work dir, pass --resume without a path)'), res.stderr[-3000:]
 
 
+def test_the_imported_package_answers_for_mmposenc_bases(clone):
+    """``mmposenc::`` bases are looked up in the imported package: where another copy (here
+    the clone's, loaded from its file as the startup hook does) registered first, importing
+    this one re-points mmengine to it; a source checkout without .mim answers from its
+    configs/, an installed package (with .mim) is left to mmengine."""
+    import importlib.util
+
+    from mmengine.config import config as config_module
+
+    from mmposenc.utils import config_package
+    saved = {name: getattr(config_module, name) for name in (
+        'get_installed_path', '_get_external_cfg_path', '_get_external_cfg_base_path')}
+    spec = importlib.util.spec_from_file_location(
+        '_other_config_package', osp.join(clone, 'mmposenc', 'utils', 'config_package.py'))
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    try:
+        config_module.get_installed_path = saved['get_installed_path'].__wrapped__
+        other.register_config_package()
+        assert config_module.get_installed_path('mmposenc') == osp.join(clone, 'mmposenc')
+        config_package.register_config_package()
+        assert config_module.get_installed_path('mmposenc') == config_package.PACKAGE_DIR
+        assert config_module.get_installed_path.__wrapped__ is \
+            saved['get_installed_path'].__wrapped__  # not a chain of wrappers
+    finally:
+        for name, value in saved.items():
+            setattr(config_module, name, value)
+    assert config_package.source_checkout_root(osp.join(clone, 'mmposenc')) == clone
+    assert config_package.source_checkout_root(config_package.PACKAGE_DIR) is None  # .mim
+    lookup = config_module._get_external_cfg_base_path
+    assert lookup(osp.join(clone, 'mmposenc'), SMOKE) == osp.join(clone, 'configs', SMOKE)
+
+
 @pytest.mark.slow
 def test_clone_trains_a_user_config_from_the_users_folder(clone, marker_config, coco128_root,
                                                           tmp_path):
