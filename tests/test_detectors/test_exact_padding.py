@@ -278,7 +278,8 @@ def test_neck_gets_masks_in_every_mode_and_none_without_padding(monkeypatch):
                 assert all(m.any() for m in seen[0])
             else:
                 assert seen[0] is None
-    assert model._padding_data_samples is None  # nothing left behind
+    from mmposenc.models.detectors.exact_padding import _CALL_SAMPLES
+    assert _CALL_SAMPLES.get(model) is None  # nothing left behind
 
 
 def test_deformable_configs_use_the_masked_neck_and_load_stock_checkpoints():

@@ -44,12 +44,16 @@ from mmengine.model import BaseModule, ModuleList, initialize
 from torch import Tensor, nn
 
 from mmposenc.registry import MODELS
+from ..utils.call_state import CallState
 from .exact_padding import ExactPaddingMixin
 
 #: Position encodings the encoder can use (see :class:`EncoderPosMixin`).
 ENCODER_POS_TYPES = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none')
 #: Memory positions the DETR-like decoders' cross-attention can use.
 DECODER_POS_TYPES = ('sine', 'none')
+#: The PEG inputs of each encoder's running ``forward`` (read by the forward hooks on its
+#: layers; local to the thread / asyncio task, so concurrent calls keep their own).
+_PEG_INPUTS = CallState('mmposenc_peg_inputs')
 
 
 def check_encoder_pos(encoder_pos: str) -> str:
@@ -122,7 +126,8 @@ class PEGEncoderMixin:
     after layer ``i`` is a forward hook on ``self.layers[i]`` that replaces the layer's output
     by ``peg(output, **peg_inputs)``; a PEG at ``-1`` runs on the input before the host's
     ``forward``. The PEG inputs (grid shapes and the padding mask) are those of the running
-    ``forward`` call; the subclass says which (:meth:`peg_inputs`).
+    ``forward`` call (context-local, so concurrent calls on one encoder keep their own); the
+    subclass says which (:meth:`peg_inputs`).
 
     Args:
         peg_after (Sequence[int]): ``i`` = a PEG after encoder layer ``i``, ``-1`` = before
@@ -147,17 +152,17 @@ class PEGEncoderMixin:
         if self.multi_level:
             defaults['num_levels'] = num_levels
         self.pegs = build_pegs(peg_cfg, self.peg_after, **defaults)
-        self._peg_inputs: Optional[dict] = None
         for index, position in enumerate(self.peg_after):
             if position >= 0:
                 self.layers[position].register_forward_hook(
                     functools.partial(self._peg_after_layer, index))
 
     def _peg_after_layer(self, index: int, layer: nn.Module, args, output: Tensor) -> Tensor:
-        if self._peg_inputs is None:
+        peg_inputs = _PEG_INPUTS.get(self)
+        if peg_inputs is None:
             raise RuntimeError(f'encoder layer {self.peg_after[index]} ran outside its '
                                'encoder\'s forward: its PEG has no grid shapes')
-        return self.pegs[index](output, **self._peg_inputs)
+        return self.pegs[index](output, **peg_inputs)
 
     def peg_inputs(self, **forward_kwargs) -> dict:
         """The keyword arguments of the PEGs, from those of ``forward``."""
@@ -173,11 +178,8 @@ class PEGEncoderMixin:
             return self.encode(query, **kwargs)
         if self.peg_after[0] == -1:
             query = self.pegs[0](query, **peg_inputs)
-        self._peg_inputs = peg_inputs
-        try:
+        with _PEG_INPUTS.bind(self, peg_inputs):
             return self.encode(query, **kwargs)
-        finally:
-            self._peg_inputs = None
 
 
 class SingleLevelPEGEncoderMixin(PEGEncoderMixin):

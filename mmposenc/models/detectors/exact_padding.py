@@ -19,14 +19,18 @@ the interpolation. Put the mixin before the mmdet class::
 
     class PEGDINO(ExactPaddingMixin, DINO): ...
 """
-from contextlib import contextmanager
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from mmdet.structures import OptSampleList
 from torch import Tensor
 
+from mmposenc.models.utils.call_state import CallState
 from mmposenc.models.utils.padding_masks import feature_padding_masks
+
+#: The data samples of the running ``loss`` / ``predict`` / ``_forward`` call of each detector
+#: (local to the thread / asyncio task: concurrent calls on one model do not see each other's).
+_CALL_SAMPLES = CallState('mmposenc_padding_data_samples')
 
 
 def padded_batch(batch_data_samples: OptSampleList) -> bool:
@@ -49,8 +53,6 @@ class ExactPaddingMixin:
                 masks = self.feature_padding_masks(img_feats[-1:], batch_data_samples)
                 ...  # None, or [bool (bs, h, w)]
     """
-
-    _padding_data_samples: OptSampleList = None
 
     def feature_padding_masks(self, feats: Sequence[Tensor],
                               batch_data_samples: OptSampleList) -> Optional[List[Tensor]]:
@@ -93,17 +95,13 @@ class ExactPaddingMixin:
         if not getattr(self.neck, 'takes_padding_masks', False):
             return self.neck(x)
         samples = (batch_data_samples if batch_data_samples is not None else
-                   self._padding_data_samples)
+                   _CALL_SAMPLES.get(self))
         return self.neck(x, padding_masks=self.feature_padding_masks(x, samples))
 
-    @contextmanager
-    def _samples_for_neck(self, batch_data_samples: OptSampleList) -> Iterator[None]:
-        previous = self._padding_data_samples
-        self._padding_data_samples = batch_data_samples
-        try:
-            yield
-        finally:
-            self._padding_data_samples = previous
+    def _samples_for_neck(self, batch_data_samples: OptSampleList):
+        """Context in which :meth:`extract_feat` of this call sees ``batch_data_samples``
+        (context-local: concurrent calls on the same model keep their own)."""
+        return _CALL_SAMPLES.bind(self, batch_data_samples)
 
     def loss(self, batch_inputs: Tensor, batch_data_samples: OptSampleList):
         """The host's ``loss``, its ``extract_feat`` seeing ``batch_data_samples``."""

@@ -29,8 +29,7 @@ bit-identical to mmdet's pixel decoder. The transformer decoder's own level posi
 head's ``positional_encoding``) are unchanged in every mode.
 """
 import copy
-from contextlib import contextmanager
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -40,8 +39,13 @@ from torch import Tensor, nn
 
 from mmposenc.registry import MODELS
 from ..necks.masked_channel_mapper import MaskedChannelMapper
+from ..utils.call_state import CallState
 from ..utils.padding_masks import masks_from_valid_shapes, valid_feature_shapes
 from .encoder_pos import EncoderPosMixin, flatten_levels
+
+#: The image shapes of each pixel decoder's running :meth:`~PEGMSDeformAttnPixelDecoder
+#: .image_shapes` context (local to the thread / asyncio task).
+_IMG_SHAPES = CallState('mmposenc_pixel_decoder_img_shapes')
 
 
 @MODELS.register_module()
@@ -87,28 +91,22 @@ class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
                              'keyword argument encoder=...')
         super().__init__(*args, **kwargs)
         self.install_peg_encoder(encoder_cfg, num_levels=self.num_encoder_levels)
-        self._img_shapes: Optional[List[Tuple[int, int]]] = None
 
     @property
     def sine_encoding(self) -> nn.Module:
         return self.postional_encoding  # mmdet's attribute name
 
-    @contextmanager
-    def image_shapes(self, img_shapes: Sequence[Sequence[int]]) -> Iterator[None]:
+    def image_shapes(self, img_shapes: Sequence[Sequence[int]]):
         """Within the context, ``forward`` masks the padding of images of ``img_shapes``
-        ``(h, w)`` (one per image of the batch, the part of the batch input that is image)."""
-        previous = self._img_shapes
-        self._img_shapes = [tuple(int(v) for v in s[:2]) for s in img_shapes]
-        try:
-            yield
-        finally:
-            self._img_shapes = previous
+        ``(h, w)`` (one per image of the batch, the part of the batch input that is image).
+        The shapes are context-local: concurrent calls on one decoder keep their own."""
+        return _IMG_SHAPES.bind(self, [tuple(int(v) for v in s[:2]) for s in img_shapes])
 
     def padding_masks(self, feats: Sequence[Tensor]) -> Optional[List[Tensor]]:
         """Exact bool (bs, h, w) masks of ``feats`` (one per input level, True = padded) for
         the image shapes of the running :meth:`image_shapes` context; None outside it, in ONNX
         export, or when no image is padded at any level."""
-        shapes = self._img_shapes
+        shapes = _IMG_SHAPES.get(self)
         if shapes is None or torch.onnx.is_in_onnx_export():
             return None
         if len(shapes) != feats[0].shape[0]:

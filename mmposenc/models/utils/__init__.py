@@ -1,4 +1,5 @@
 """Helpers shared by the necks and the detectors (pure torch, no host imports)."""
+from .call_state import CallState  # noqa: F401
 from .padding_masks import (conv_padding_masks, feature_padding_masks,  # noqa: F401
                             masks_from_valid_shapes, measure_stride, valid_feature_shapes,
                             valid_shapes_of_masks)
