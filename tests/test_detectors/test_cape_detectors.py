@@ -133,8 +133,8 @@ def test_state_dict_is_stock_and_loads_sine_checkpoints(kind):
 def test_bad_config_raises(kind):
     with pytest.raises(ValueError, match=r"'cape', 'cape\+peg'.*got 'cape2d'"):
         make(kind, encoder_pos='cape2d')
-    with pytest.raises(ValueError, match='cape_cfg'):
-        make(kind, encoder_pos='cape', cape_cfg=None)
+    with pytest.raises(ValueError, match='cape_cfg'):  # None: the default CAPE2d
+        make(kind, encoder_pos='cape', cape_cfg='mmposenc.CAPE2d')
     with pytest.raises(ValueError, match='max_global_scaling'):
         make(kind, encoder_pos='cape',
              cape_cfg=dict(type='mmposenc.CAPE2d', max_global_scaling=0.5))

@@ -221,7 +221,7 @@ def _randomise(model, seed=0):
 def invariance_model(name, encoder_pos):
     """The model (ours, or stock for None) with a backbone whose features do not depend on
     the padding, and mmposenc's padding-aware neck for the Deformable-DETR family."""
-    kwargs = {} if encoder_pos is None else dict(peg_after=(-1, 0))
+    kwargs = dict(peg_after=(-1, 0)) if encoder_pos and 'peg' in encoder_pos else {}
     spec = SPECS[name]
     if spec['kind'] == 'deformable' and encoder_pos is not None:
         cfg = spec['cfg'](type=spec['ours'], encoder_pos=encoder_pos, **kwargs)
@@ -378,7 +378,8 @@ def test_no_mask_path_gives_the_pegs_no_mask(name, monkeypatch):
 @pytest.mark.parametrize('encoder_pos', ['peg', 'sine+peg', 'cape+peg', 'none'])
 @pytest.mark.parametrize('name', NAMES)
 def test_gradients_reach_every_peg_parameter(name, encoder_pos):
-    model = build_model(name, encoder_pos, peg_after=(-1, 0))
+    pegs = {} if encoder_pos == 'none' else dict(peg_after=(-1, 0))  # refused without PEG
+    model = build_model(name, encoder_pos, **pegs)
     assert len(encoder_of(model).pegs) == (0 if encoder_pos == 'none' else 2)
     _, losses, _ = run_modes(name, model, PADDED)
     sum(v for k, v in losses.items() if 'loss' in k).backward()

@@ -52,7 +52,9 @@ def load_coco128(root):
 
 def make_model(kind, type_, encoder_pos=None, neck='mmposenc.MaskedChannelMapper', seed=0):
     torch.manual_seed(seed)
-    kwargs = {} if encoder_pos is None else dict(encoder_pos=encoder_pos, peg_after=(-1, 0))
+    kwargs = {} if encoder_pos is None else dict(encoder_pos=encoder_pos)
+    if encoder_pos and 'peg' in encoder_pos:  # peg_after is refused where there is no PEG
+        kwargs['peg_after'] = (-1, 0)
     if kind == 'detr':
         model = build(detr_cfg(type=type_, **kwargs))
         model.backbone = SubsampleBackbone((32, ), (128, ))

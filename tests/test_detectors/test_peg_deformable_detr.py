@@ -90,8 +90,9 @@ def test_encoder_output_is_padding_invariant(encoder_pos):
     """Whole encoder (positions, deformable attention, PEGs) on the valid tokens of each level
     of a padded batch = the same image alone (no mask), for random sizes; two levels."""
     torch.manual_seed(1)
+    pegs = dict(peg_after=(-1, 0)) if 'peg' in encoder_pos else {}
     model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR',
-                                      encoder_pos=encoder_pos, peg_after=(-1, 0)))
+                                      encoder_pos=encoder_pos, **pegs))
     randomise_pegs(model).eval()
     gen = torch.Generator().manual_seed(2)
     # mmdet initialises the offset and attention-weight projections to zero weights: the

@@ -63,6 +63,32 @@ def check_encoder_pos(encoder_pos: str) -> str:
     return encoder_pos
 
 
+def check_ablation_args(owner: str, encoder_pos: str, peg_after=None, peg_cfg=None,
+                        cape_cfg=None, level_embed: Optional[bool] = None) -> None:
+    """Refuse arguments that ``encoder_pos`` would silently ignore (a config meant for an
+    ablation would otherwise run the baseline): ``peg_after`` / ``peg_cfg`` without PEG,
+    ``cape_cfg`` without CAPE, ``level_embed=False`` with sine (the sine encoding is always
+    added with the level embedding, as in mmdet). ``None`` means not given.
+
+    Raises:
+        ValueError: One line naming ``owner``, the argument, the mode and the fix.
+    """
+    check_encoder_pos(encoder_pos)
+    uses_peg = 'peg' in encoder_pos
+    for name, value, needed, modes in (
+            ('peg_after', peg_after, uses_peg, "'peg', 'sine+peg' or 'cape+peg'"),
+            ('peg_cfg', peg_cfg, uses_peg, "'peg', 'sine+peg' or 'cape+peg'"),
+            ('cape_cfg', cape_cfg, 'cape' in encoder_pos, "'cape' or 'cape+peg'")):
+        if value is not None and not needed:
+            raise ValueError(f'{owner}: {name}={value!r} has no effect with encoder_pos='
+                             f'{encoder_pos!r}; use encoder_pos={modes} or remove {name}')
+    if level_embed is False and encoder_pos in ('sine', 'sine+peg'):
+        raise ValueError(f'{owner}: level_embed=False has no effect with encoder_pos='
+                         f"{encoder_pos!r} (the sine encoding is always added with the level "
+                         "embedding, as in mmdet); remove level_embed or use a mode without "
+                         "sine ('peg', 'cape', 'cape+peg', 'none')")
+
+
 def check_peg_after(peg_after: Sequence[int], num_layers: int) -> Tuple[int, ...]:
     """Validate PEG positions: ``i`` = after encoder layer ``i``, ``-1`` = before layer 0."""
     if isinstance(peg_after, int):
@@ -308,25 +334,31 @@ class EncoderPosMixin:
             - ``'none'``: neither.
 
             Defaults to ``'peg'``.
-        peg_after (Sequence[int]): PEG positions for the PEG modes: ``i`` = after encoder
-            layer ``i``, ``-1`` = before the first layer. Defaults to ``(0, )`` (CPVT).
+        peg_after (Sequence[int], optional): PEG positions for the PEG modes: ``i`` = after
+            encoder layer ``i``, ``-1`` = before the first layer. None (default) is ``(0, )``
+            (CPVT).
         peg_cfg (dict, optional): Config of each PEG. Defaults to the host kind's
             (:attr:`default_peg_cfg`).
-        cape_cfg (dict): Config of the encoder's CAPE for ``'cape'`` / ``'cape+peg'``
-            (``embed_dims`` filled in). Defaults to ``dict(type='mmposenc.CAPE2d')``.
+        cape_cfg (dict, optional): Config of the encoder's CAPE for ``'cape'`` /
+            ``'cape+peg'`` (``embed_dims`` filled in). None (default) is
+            ``dict(type='mmposenc.CAPE2d')``.
+
+    ``peg_after`` or ``peg_cfg`` with a mode without PEG, and ``cape_cfg`` with a mode without
+    CAPE, are refused with a ValueError (:func:`check_ablation_args`): they would be ignored.
     """
 
     default_peg_cfg = dict(type='mmposenc.MaskedPEG', kernel_size=3)
     #: learnt level embeddings without sine (multi-level hosts set it)
     use_level_embed = False
 
-    def __init__(self, *args, encoder_pos: str = 'peg', peg_after: Sequence[int] = (0, ),
-                 peg_cfg: Optional[dict] = None,
-                 cape_cfg: Optional[dict] = dict(type='mmposenc.CAPE2d'), **kwargs) -> None:
-        self.encoder_pos = check_encoder_pos(encoder_pos)
-        self.peg_after_cfg = peg_after
+    def __init__(self, *args, encoder_pos: str = 'peg',
+                 peg_after: Optional[Sequence[int]] = None, peg_cfg: Optional[dict] = None,
+                 cape_cfg: Optional[dict] = None, **kwargs) -> None:
+        check_ablation_args(type(self).__name__, encoder_pos, peg_after, peg_cfg, cape_cfg)
+        self.encoder_pos = encoder_pos
+        self.peg_after_cfg = (0, ) if peg_after is None else peg_after
         self.peg_cfg = copy.deepcopy(self.default_peg_cfg) if peg_cfg is None else peg_cfg
-        self.cape_cfg = cape_cfg
+        self.cape_cfg = dict(type='mmposenc.CAPE2d') if cape_cfg is None else cape_cfg
         super().__init__(*args, **kwargs)
 
     @property
@@ -522,10 +554,11 @@ class DeformableEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
     """The switch for Deformable-DETR-like detectors (multi-level: Deformable-DETR, DINO).
 
     Args:
-        level_embed (bool): Without sine (``'peg'``, ``'cape'``, ``'none'``, ...), still add
-            the learnt level embedding to the encoder positions (it tells levels apart; it
-            carries no spatial position). When False the ``level_embed`` parameter stays (for
-            checkpoint compatibility) but is unused. Defaults to True.
+        level_embed (bool, optional): Without sine (``'peg'``, ``'cape'``, ``'none'``, ...),
+            still add the learnt level embedding to the encoder positions (it tells levels
+            apart; it carries no spatial position). When False the ``level_embed`` parameter
+            stays (for checkpoint compatibility) but is unused; False with sine is refused (the
+            sine encoding always comes with it). None (default) is True.
         peg_cfg (dict): Config of each PEG; ``share_weights=True`` shares one PEG across the
             levels. Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
             share_weights=False)``.
@@ -535,8 +568,10 @@ class DeformableEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
     default_peg_cfg = dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
                            share_weights=False)
 
-    def __init__(self, *args, level_embed: bool = True, **kwargs) -> None:
-        self.use_level_embed = level_embed
+    def __init__(self, *args, level_embed: Optional[bool] = None, **kwargs) -> None:
+        check_ablation_args(type(self).__name__, kwargs.get('encoder_pos', 'peg'),
+                            level_embed=level_embed)
+        self.use_level_embed = level_embed is not False
         super().__init__(*args, **kwargs)
 
     def peg_defaults(self) -> dict:

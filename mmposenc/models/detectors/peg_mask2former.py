@@ -41,7 +41,7 @@ from mmposenc.registry import MODELS
 from ..necks.masked_channel_mapper import MaskedChannelMapper
 from ..utils.call_state import CallState
 from ..utils.padding_masks import masks_from_valid_shapes, valid_feature_shapes
-from .encoder_pos import EncoderPosMixin, flatten_levels
+from .encoder_pos import EncoderPosMixin, check_ablation_args, flatten_levels
 
 #: The image shapes of each pixel decoder's running :meth:`~PEGMSDeformAttnPixelDecoder
 #: .image_shapes` context (local to the thread / asyncio task).
@@ -60,15 +60,16 @@ class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
     Args:
         encoder_pos (str): ``'sine'`` (stock: sine + level embedding), ``'peg'``,
             ``'sine+peg'``, ``'cape'``, ``'cape+peg'`` or ``'none'``. Defaults to ``'peg'``.
-        level_embed (bool): Without sine, still add the learnt level embedding
-            (``level_encoding``) to the encoder tokens. Defaults to True.
-        peg_after (Sequence[int]): PEG positions: ``i`` = after encoder layer ``i``, ``-1`` =
-            before the first. Defaults to ``(0, )``.
+        level_embed (bool, optional): Without sine, still add the learnt level embedding
+            (``level_encoding``) to the encoder tokens (False with sine is refused: the sine
+            encoding always comes with it). None (default) is True.
+        peg_after (Sequence[int], optional): PEG positions: ``i`` = after encoder layer
+            ``i``, ``-1`` = before the first. None (default) is ``(0, )``; refused without PEG.
         peg_cfg (dict, optional): Config of each PEG (``embed_dims``, ``num_levels`` filled
             in). Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
             share_weights=False)``.
-        cape_cfg (dict): Config of the CAPE for ``'cape'`` / ``'cape+peg'``. Defaults to
-            ``dict(type='mmposenc.CAPE2d')``.
+        cape_cfg (dict, optional): Config of the CAPE for ``'cape'`` / ``'cape+peg'``
+            (refused without CAPE). None (default) is ``dict(type='mmposenc.CAPE2d')``.
         *args, **kwargs: Those of :class:`mmdet.models.layers.MSDeformAttnPixelDecoder`
             (``in_channels``, ``strides``, ``feat_channels``, ``encoder``, ...).
 
@@ -83,8 +84,10 @@ class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
     default_peg_cfg = dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
                            share_weights=False)
 
-    def __init__(self, *args, level_embed: bool = True, **kwargs) -> None:
-        self.use_level_embed = level_embed
+    def __init__(self, *args, level_embed: Optional[bool] = None, **kwargs) -> None:
+        check_ablation_args(type(self).__name__, kwargs.get('encoder_pos', 'peg'),
+                            level_embed=level_embed)
+        self.use_level_embed = level_embed is not False
         encoder_cfg = copy.deepcopy(kwargs.get('encoder'))
         if encoder_cfg is None:
             raise ValueError('PEGMSDeformAttnPixelDecoder needs its encoder config as the '
