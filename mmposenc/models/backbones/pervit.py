@@ -4,9 +4,10 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from mmcv.cnn import ConvModule, build_norm_layer
+from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.drop import build_dropout
 from mmengine.model import BaseModule, ModuleList, Sequential
+from mmengine.model.weight_init import constant_init, kaiming_init
 from torch.utils.checkpoint import checkpoint
 
 from mmposenc.registry import MODELS
@@ -96,6 +97,36 @@ class PerViTBlock(BaseModule):
             y = self.cpe(x.transpose(1, 2).reshape(b, c, *hw_shape)).flatten(2).transpose(1, 2)
         x = x + self.drop_path(self.attn(self.norm1(y), hw_shape))
         return self.shortcut(x) + self.drop_path(self.mlp(self.norm2(x)))
+
+
+class StemConv(nn.Module):
+    """One unit of the C-stem: 3x3 stride-2 convolution with a bias, norm, ReLU.
+
+    What mmcv's ``ConvModule(..., bias=True, norm_cfg=BN)`` builds (same names ``conv``,
+    ``bn``, ``activate``, same initialisation, also when the parent's ``init_weights`` runs),
+    without its "Unnecessary conv bias before batch/instance norm" warning: the official
+    PerViT stem has the bias and its checkpoints carry it.
+
+    Args:
+        in_channels (int): Input channels.
+        out_channels (int): Output channels.
+        norm_cfg (dict): The norm layer.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, norm_cfg: dict):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, 3, stride=2, padding=1, bias=True)
+        self.norm_name, norm = build_norm_layer(norm_cfg, out_channels)
+        self.add_module(self.norm_name, norm)
+        self.activate = nn.ReLU(inplace=True)
+        self.init_weights()
+
+    def init_weights(self):
+        kaiming_init(self.conv, a=0, nonlinearity='relu')
+        constant_init(getattr(self, self.norm_name), 1, bias=0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activate(getattr(self, self.norm_name)(self.conv(x)))
 
 
 def _build_resampler(scale: float, channels: int, norm_cfg: dict) -> nn.Module:
@@ -348,8 +379,7 @@ class PerViT(BaseModule):
         if conv_stem:  # C-stem: 4 x (3x3 stride-2 conv + BN + ReLU), 1x1 conv
             stem, c_in = [], in_channels
             for c in arch['stem_channels']:
-                stem.append(ConvModule(c_in, c, 3, stride=2, padding=1, bias=True,
-                                       norm_cfg=stem_norm_cfg, act_cfg=dict(type='ReLU')))
+                stem.append(StemConv(c_in, c, stem_norm_cfg))
                 c_in = c
             self.stem = Sequential(*stem)
             self.stem_proj = nn.Conv2d(c_in, c_in, 1)
