@@ -6,8 +6,9 @@ What a user outside the repository can do, tested here:
 - `_base_ = 'mmposenc::<folder>/<file>.py'` in a config of their own, loaded after
   `import mmposenc` (our tools/train.py, tools/test.py and `mim train mmposenc` import it first),
   with the editable install and with the wheel in a fresh virtual environment;
-- the hosts' own tools/train.py: `custom_imports` cannot make `mmposenc::` bases load (mmengine
-  resolves `_base_` before it imports `custom_imports`, tested), importing mmposenc first can;
+- without the startup hook (MMPOSENC_NO_STARTUP_HOOK=1), `custom_imports` cannot make
+  `mmposenc::` bases load (mmengine resolves `_base_` before it imports `custom_imports`,
+  tested); with it, the hosts' own entry points load them (test_startup_hook.py);
 - `mim search mmposenc` / `mim train mmposenc CONFIG`: with the wheel as they are; with the
   editable install with the repository root first on PYTHONPATH (mim locates packages as
   `<location of the installed metadata>/mmposenc`, which an editable install lacks; the
@@ -341,21 +342,6 @@ def test_mim_train_editable_install(tmp_path, coco128_root):
     res = _run([sys.executable, *QUIET, '-m', 'mim', 'train', 'mmposenc', cfg, '--work-dir',
                 work_dir], cwd=str(tmp_path), env=_env(PYTHONPATH=REPO_ROOT))
     assert osp.join('mmposenc', '.mim', 'tools', 'train.py') in res.stdout
-    _assert_trained_peg_detr(work_dir)
-
-
-@pytest.mark.slow
-def test_host_train_script_after_importing_mmposenc(tmp_path, coco128_root):
-    """mmdet's own tools/train.py (shipped in mmdet/.mim/tools) trains the user config when
-    mmposenc is imported before it runs."""
-    import mmdet
-    host_train = osp.join(osp.dirname(mmdet.__file__), '.mim', 'tools', 'train.py')
-    cfg = _train_config(tmp_path, coco128_root)
-    work_dir = str(tmp_path / 'work')
-    code = ('import runpy, sys, mmposenc; sys.argv = sys.argv[1:]; '
-            "runpy.run_path(sys.argv[0], run_name='__main__')")
-    _run([sys.executable, *QUIET, '-c', code, host_train, cfg, '--work-dir', work_dir],
-         cwd=str(tmp_path))
     _assert_trained_peg_detr(work_dir)
 
 

@@ -20,8 +20,8 @@ import json
 import os
 import os.path as osp
 import shutil
-import subprocess
 import sys
+import tempfile
 import zipfile
 
 import pytest
@@ -36,12 +36,17 @@ REFUSED = 'AssertionError: mmengine does not support to load mmposenc config.'
 
 
 def _py(args, python=sys.executable, cwd=None, off=False, check=True, **extra):
-    """``python -W ignore args`` in a fresh process, no PYTHONPATH; ``off`` sets the switch."""
+    """``python -W ignore args`` in a fresh process, no PYTHONPATH, by default in an empty
+    folder (``-c`` puts the working directory first on sys.path: in the repository its
+    mmposenc would shadow the install under test); ``off`` sets the switch."""
     env = _env(**extra)
     env.pop(OFF, None)
     if off:
         env[OFF] = '1'
-    return _run([python, *QUIET, *args], cwd=cwd or REPO_ROOT, env=env, check=check)
+    if cwd is None:
+        with tempfile.TemporaryDirectory() as empty:
+            return _run([python, *QUIET, *args], cwd=empty, env=env, check=check)
+    return _run([python, *QUIET, *args], cwd=cwd, env=env, check=check)
 
 
 def _editable_python():
@@ -225,3 +230,320 @@ def test_a_half_uninstalled_hook_never_breaks_python(tmp_path, case):
         assert 'OSError: half gone' in warned and f'{OFF}=1' in warned, warned
     else:
         assert warned == '[]'
+
+
+# ------------------------------------------------------------------ the hosts' entry points --
+# A user's project folder outside the repository: one config per task, each a shipped config
+# of ours taken through `mmposenc::`, with the user's data and a 2-iteration schedule (the
+# smallest shipped config of each kind; only data, schedule and no-download overrides).
+_SCHEDULE = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=2)
+val_dataloader = val_evaluator = val_cfg = None
+param_scheduler = []
+default_hooks = dict(checkpoint=dict(by_epoch=False, interval=2), logger=dict(interval=1))
+log_processor = dict(by_epoch=False)
+"""
+_LOADER = 'batch_size={bs}, num_workers=0, persistent_workers=False'
+TASKS = {
+    # DETR-R18 made tiny (our smoke config, mmdet's DETR) with the user's switch to a PEG
+    'detection': dict(host='mmdet', image='coco', ours='encoder.pegs.', config="""\
+_base_ = 'mmposenc::smoke/detr_r18_1xb2-8it_coco128.py'
+custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)
+model = dict(type='mmposenc.PEGDETR', encoder_pos='peg')
+data_root = {coco!r}
+train_dataloader = dict(dataset=dict(data_root=data_root))
+test_dataloader = dict(dataset=dict(data_root=data_root, indices=4))
+test_evaluator = dict(ann_file=data_root + 'annotations/instances_train2017.json')
+""" + _SCHEDULE, metric='coco/bbox_mAP'),
+    'instance': dict(host='mmdet', image='coco', ours='backbone.pegs.', config="""\
+_base_ = 'mmposenc::pvt_peg/mask-rcnn_pvt-peg-t_fpn_1x_coco.py'
+model = dict(backbone=dict(init_cfg=None))  # no ImageNet checkpoint here
+data_root = {coco!r}
+_data = dict(data_root=data_root, ann_file='annotations/instances_train2017.json',
+             data_prefix=dict(img='train2017/'), indices=2)
+# trained at the images' own size (COCO128: 640 x 480), tested with the shipped pipeline
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
+    dict(type='Resize', scale=(640, 480), keep_ratio=True),
+    dict(type='PackDetInputs'),
+]
+train_dataloader = dict(%s, dataset=dict(pipeline=train_pipeline, **_data))
+test_dataloader = dict(%s, dataset=_data)
+test_evaluator = dict(ann_file=data_root + 'annotations/instances_train2017.json')
+""" % (_LOADER.format(bs=1), _LOADER.format(bs=1)) + _SCHEDULE, metric='coco/segm_mAP'),
+    'semantic': dict(host='mmseg', image='ade', ours='backbone.pegs.', config="""\
+_base_ = 'mmposenc::pvt_peg/fpn_pvt-peg-t_8xb4-40k_ade20k-512x512.py'
+model = dict(backbone=dict(init_cfg=None))  # no ImageNet checkpoint here
+data_root = {ade!r}
+_data = dict(data_root=data_root,
+             data_prefix=dict(img_path='images', seg_map_path='annotations'))
+train_dataloader = dict(%s, dataset=_data)
+test_dataloader = dict(%s, dataset=_data)
+""" % (_LOADER.format(bs=1), _LOADER.format(bs=1)) + _SCHEDULE, metric='mIoU'),
+    # CPVT-Ti on the user's own class folders (COCO128 object crops, 3 classes)
+    'classification': dict(host='mmpretrain', image='coco', ours='backbone.pegs.', config="""\
+_base_ = 'mmposenc::cpvt/cpvt-tiny_4xb256_in1k.py'
+model = dict(head=dict(num_classes=3))
+data_preprocessor = dict(num_classes=3)  # Mixup / CutMix targets
+data_root = {crops!r}
+train_dataloader = dict(%s, sampler=dict(_delete_=True, type='DefaultSampler', shuffle=True),
+                        dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root,
+                                     data_prefix='train', pipeline={{{{_base_.train_pipeline}}}}))
+test_dataloader = dict(%s, dataset=dict(
+    _delete_=True, type='CustomDataset', data_root=data_root, data_prefix='val',
+    pipeline={{{{_base_.test_pipeline}}}}))
+test_evaluator = dict(type='Accuracy', topk=(1, ))
+""" % (_LOADER.format(bs=4), _LOADER.format(bs=4)) + _SCHEDULE, metric='accuracy/top1'),
+}
+HOST_OF = {'mmdet': 'detection', 'mmseg': 'semantic', 'mmpretrain': 'classification'}
+
+
+def _host_tool(host, name):
+    """``<host>/.mim/tools/<name>``, as the host's wheel ships it (located without import)."""
+    import importlib.util
+    path = osp.join(osp.dirname(importlib.util.find_spec(host).origin), '.mim', 'tools', name)
+    assert osp.isfile(path), path
+    return path
+
+
+@pytest.fixture(scope='module')
+def project(tmp_path_factory, coco128_root, ade20k_sample_root):
+    """The user's folder with one config per task (the classification data: COCO128 object
+    crops in class folders, made with tools/dataset_converters/coco_crops_cls.py)."""
+    import importlib.util
+    folder = tmp_path_factory.mktemp('my_project')
+    spec = importlib.util.spec_from_file_location(
+        'coco_crops_cls', osp.join(REPO_ROOT, 'tools', 'dataset_converters', 'coco_crops_cls.py'))
+    crops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(crops)
+    stats = crops.convert(coco128_root, str(folder / 'crops'), num_classes=3, min_size=32,
+                          max_size=96, max_per_class=12)
+    assert stats['train'] > 0 and stats['val'] > 0
+    roots = dict(coco=coco128_root.rstrip('/') + '/',
+                 ade=osp.join(ade20k_sample_root, 'sampleData') + '/',
+                 crops=str(folder / 'crops'))
+    for task, spec in TASKS.items():
+        (folder / f'{task}.py').write_text(spec['config'].format(**roots))
+    images = dict(coco=osp.join(roots['coco'], 'train2017', '000000000009.jpg'),
+                  ade=osp.join(roots['ade'], 'images', 'ADE_val_00000001.jpg'))
+    return dict(folder=str(folder), images=images)
+
+
+def _assert_checkpoint(path, task):
+    import torch
+    state = torch.load(path, map_location='cpu', weights_only=False)
+    assert state['meta']['iter'] == 2
+    ours = [k for k in state['state_dict'] if k.startswith(TASKS[task]['ours'])]
+    assert ours, f'{path} holds no {TASKS[task]["ours"]}* weights: not our model'
+
+
+@pytest.fixture(scope='module')
+def checkpoints(project):
+    """One 2-iteration checkpoint per task, trained by the host's own tools/train.py in a
+    fresh process of the editable install (this environment) on first use."""
+    made = {}
+
+    def get(task):
+        if task not in made:
+            work_dir = osp.join(project['folder'], 'work_dirs', task)
+            _py([_host_tool(TASKS[task]['host'], 'train.py'), f'{task}.py', '--work-dir',
+                 work_dir], python=_editable_python(), cwd=project['folder'])
+            made[task] = osp.join(work_dir, 'iter_2.pth')
+            _assert_checkpoint(made[task], task)
+        return made[task]
+
+    return get
+
+
+@pytest.fixture(scope='module')
+def wheel_python(tmp_path_factory):
+    """A throwaway environment with mmposenc installed from its wheel (built from a copy of
+    the source); this environment's site-packages appended as a plain path for the pinned
+    stack (its .pth files, the editable mmposenc's among them, do not run there)."""
+    tmp = tmp_path_factory.mktemp('wheel_env')
+    src, dist, venv = str(tmp / 'src'), str(tmp / 'dist'), str(tmp / 'venv')
+    _copy_source(src)
+    _run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation',
+          '--disable-pip-version-check', '-w', dist, src], cwd=str(tmp))
+    wheel, = [osp.join(dist, f) for f in os.listdir(dist) if f.endswith('.whl')]
+    with zipfile.ZipFile(wheel) as z:
+        assert z.read(PTH) == open(osp.join(REPO_ROOT, PTH), 'rb').read()
+        assert HOOK + '.py' in z.namelist()
+    _run([sys._base_executable, '-m', 'venv', '--without-pip', venv], cwd=str(tmp))
+    py = osp.join(venv, 'bin', 'python')
+    _run([sys.executable, '-m', 'pip', '--python', py, 'install', '--no-deps', '--no-index',
+          '--disable-pip-version-check', wheel], cwd=str(tmp))
+    site_dir = _run([py, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+                    cwd=str(tmp)).stdout.strip()
+    assert osp.isfile(osp.join(site_dir, PTH)) and osp.isfile(osp.join(site_dir, HOOK + '.py'))
+    with open(osp.join(site_dir, 'pinned_stack.pth'), 'w') as f:
+        f.write(VENV_SITE + '\n')
+    return py
+
+
+def _python(request, install):
+    """The interpreter of an install: this environment (editable) or the wheel's."""
+    if install == 'editable':
+        return _editable_python()
+    return request.getfixturevalue('wheel_python')
+
+
+# Every entry point runs with the editable install; with the wheel, each host's `mim train`
+# (which runs the host's tools/train.py) and one host's test.py and inferencer: past the
+# startup hook, which the two installs put in place differently (tested above), the paths are
+# the same code.
+TEST_CASES = [('editable', task) for task in TASKS] + [('wheel', 'detection')]
+MIM_CASES = [('wheel', host) for host in HOST_OF]
+
+
+def _mmposenc_file(python):
+    """Where ``import mmposenc`` comes from for ``python`` (the editable source tree or the
+    wheel's site-packages)."""
+    return _py(['-c', 'import importlib.util as u; print(u.find_spec("mmposenc").origin)'],
+               python=python).stdout.strip()
+
+
+@pytest.mark.slow
+def test_wheel_install_startup_and_registration(wheel_python):
+    """The regular wheel: at startup the hook alone is imported (from the wheel's
+    site-packages), `import mmengine.config` registers the wheel's package folder, and the
+    off switch leaves both as without the hook."""
+    site_dir = osp.dirname(osp.dirname(_mmposenc_file(wheel_python)))
+    on, off = _startup(wheel_python), _startup(wheel_python, off=True)
+    assert set(on['modules']) - set(off['modules']) == {HOOK}
+    assert on['hook'] == osp.join(site_dir, HOOK + '.py')
+    after = json.loads(_py(['-c', AFTER_MMENGINE], python=wheel_python).stdout)
+    assert after['folder'] == osp.join(site_dir, 'mmposenc')
+    assert not [m for m in after['new'] if m.split('.')[0] in ('mmposenc', 'torch')]
+    after_off = json.loads(_py(['-c', AFTER_MMENGINE], python=wheel_python, off=True).stdout)
+    assert after_off['registered'] is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('task', list(TASKS))
+def test_host_train_script(project, checkpoints, task):
+    """mmdet's / mmseg's / mmpretrain's own tools/train.py trains the user's config (our
+    model: the checkpoint holds our PEG weights) in a fresh process without import mmposenc."""
+    assert osp.isfile(checkpoints(task))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('host', list(HOST_OF))
+def test_without_the_hook_the_host_train_script_refuses(project, host):
+    """The same user configs with the hook off: each host's tools/train.py stops at parsing
+    with mmengine's refusal (what the hook fixes)."""
+    res = _py([_host_tool(host, 'train.py'), f'{HOST_OF[host]}.py', '--work-dir',
+               osp.join(project['folder'], 'work_dirs', f'refused_{host}')],
+              python=_editable_python(), cwd=project['folder'], off=True, check=False)
+    assert res.returncode != 0 and REFUSED in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('install,task', TEST_CASES)
+def test_host_test_script(request, project, checkpoints, install, task):
+    """The host's tools/test.py evaluates the trained checkpoint on the user's data."""
+    python = _python(request, install)
+    ckpt = checkpoints(task)
+    work_dir = osp.join(project['folder'], 'work_dirs', f'{task}_test_{install}')
+    res = _py([_host_tool(TASKS[task]['host'], 'test.py'), f'{task}.py', ckpt, '--work-dir',
+               work_dir], python=python, cwd=project['folder'])
+    assert TASKS[task]['metric'] + ':' in res.stdout + res.stderr, res.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('install,host', MIM_CASES)
+def test_mim_train(request, project, install, host):
+    """`mim train <host> CONFIG` (mim runs the host's .mim/tools/train.py in a new process of
+    the same interpreter) trains the user's config."""
+    python = _python(request, install)
+    task = HOST_OF[host]
+    work_dir = osp.join(project['folder'], 'work_dirs', f'mim_{host}_{install}')
+    res = _py(['-m', 'mim', 'train', host, f'{task}.py', '--work-dir', work_dir],
+              python=python, cwd=project['folder'])
+    assert osp.join(host, '.mim', 'tools', 'train.py') in res.stdout
+    _assert_checkpoint(osp.join(work_dir, 'iter_2.pth'), task)
+
+
+INFER = {
+    'detection': """\
+from mmdet.apis import DetInferencer
+inferencer = DetInferencer(model=CONFIG, weights=CHECKPOINT, device='cpu')
+result = inferencer(IMAGE, out_dir=OUT)
+pred = result['predictions'][0]  # labels, scores, bboxes (x1, y1, x2, y2 in image pixels)
+""",
+    'instance': """\
+from mmdet.apis import DetInferencer
+inferencer = DetInferencer(model=CONFIG, weights=CHECKPOINT, device='cpu')
+result = inferencer(IMAGE, out_dir=OUT)
+pred = result['predictions'][0]  # labels, scores, bboxes, masks (COCO RLE)
+""",
+    'semantic': """\
+from mmseg.apis import MMSegInferencer
+inferencer = MMSegInferencer(model=CONFIG, weights=CHECKPOINT, device='cpu')
+result = inferencer(IMAGE, out_dir=OUT)
+pred = result['predictions']  # (H, W) class indices
+""",
+    'classification': """\
+from mmpretrain.apis import ImageClassificationInferencer
+inferencer = ImageClassificationInferencer(model=CONFIG, pretrained=CHECKPOINT, device='cpu')
+pred = inferencer(IMAGE)[0]  # pred_label, pred_score, pred_class, pred_scores
+""",
+}
+# what the test reads off each prediction (printed as JSON by the fresh process)
+REPORT = """
+import json, sys
+import numpy as np
+from PIL import Image
+width, height = Image.open(IMAGE).size
+model = inferencer.model
+out = dict(model=type(model).__module__,
+           backbone=type(getattr(model, 'backbone', model)).__module__,
+           mmposenc=sys.modules['mmposenc'].__file__, width=width, height=height)
+if isinstance(pred, dict) and 'bboxes' in pred:
+    out.update(n=len(pred['bboxes']), boxes=np.asarray(pred['bboxes']).tolist(),
+               labels=pred['labels'], scores=pred['scores'])
+    if 'masks' in pred:
+        from pycocotools import mask as mask_utils
+        out['mask_shapes'] = sorted({tuple(int(s) for s in m['size']) for m in pred['masks']})
+elif isinstance(pred, dict):
+    out.update(label=int(pred['pred_label']), cls=pred['pred_class'],
+               sum=float(np.sum(pred['pred_scores'])), classes=list(inferencer.classes))
+else:
+    seg = np.asarray(pred)
+    out.update(shape=list(seg.shape), min=int(seg.min()), max=int(seg.max()))
+print('RESULT ' + json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('install,task', TEST_CASES)
+def test_host_inferencer_on_one_image(request, project, checkpoints, install, task, tmp_path):
+    """DetInferencer (detection, instance segmentation), MMSegInferencer and
+    ImageClassificationInferencer on one real image (COCO128 / ADE20K sample) with the user's
+    config and its 2-iteration checkpoint, in a fresh process that never imports mmposenc:
+    the model is ours (mmposenc imported by the config's custom_imports, from this install),
+    the prediction is in the image's own pixel frame."""
+    python = _python(request, install)
+    ckpt = checkpoints(task)
+    image = project['images'][TASKS[task]['image']]
+    code = (f'CONFIG, CHECKPOINT, IMAGE, OUT = {task + ".py"!r}, {ckpt!r}, {image!r}, '
+            f'{str(tmp_path / "out")!r}\n' + INFER[task] + REPORT)
+    res = _py(['-c', code], python=python, cwd=project['folder'])
+    out = json.loads(res.stdout.split('RESULT ')[-1])
+    assert out['mmposenc'] == _mmposenc_file(python)
+    assert out['model'].startswith('mmposenc.') or out['backbone'].startswith('mmposenc.'), out
+    w, h = out['width'], out['height']
+    if task in ('detection', 'instance'):
+        assert out['n'] > 0 and all(0 <= s <= 1 for s in out['scores'])
+        assert all(-1 <= x1 <= x2 <= w + 1 and -1 <= y1 <= y2 <= h + 1
+                   for x1, y1, x2, y2 in out['boxes']), out['boxes'][:5]
+        assert len(os.listdir(tmp_path / 'out' / 'vis')) == 1
+        if task == 'instance':
+            assert out['mask_shapes'] == [[h, w]]
+    elif task == 'semantic':
+        assert out['shape'] == [h, w] and 0 <= out['min'] <= out['max'] < 150
+        assert len(os.listdir(tmp_path / 'out' / 'vis')) == 1
+    else:
+        assert out['cls'] == out['classes'][out['label']] and len(out['classes']) == 3
+        assert abs(out['sum'] - 1) < 1e-4

@@ -11,6 +11,9 @@ same environment, the runs of the two interleaved (on, off, on, off, ...):
    registration the hook runs once ``mmengine.config`` is loaded, and that registration
    timed alone in-process (``_mmposenc_startup.register_config_package()``).
 
+All with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` removed from the environment), as
+an installed package has it.
+
 Usage::
 
     python tools/benchmark/startup_hook_cost.py                  # this interpreter's env
@@ -27,7 +30,11 @@ ENV_OFF = 'MMPOSENC_NO_STARTUP_HOOK'
 
 
 def _env(hook):
-    env = {k: v for k, v in os.environ.items() if k not in (ENV_OFF, 'PYTHONPATH')}
+    # PYTHONDONTWRITEBYTECODE dropped: an installed hook has its .pyc (pip compiles on
+    # install; an editable one writes it on first import), without it every start compiles
+    # the module (~2 ms measured)
+    env = {k: v for k, v in os.environ.items()
+           if k not in (ENV_OFF, 'PYTHONPATH', 'PYTHONDONTWRITEBYTECODE')}
     if not hook:
         env[ENV_OFF] = '1'
     return env
@@ -35,9 +42,13 @@ def _env(hook):
 
 def _wall(python, code, hook):
     t0 = time.perf_counter()
-    subprocess.run([python, '-c', code], env=_env(hook), check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    res = subprocess.run([python, '-c', code], env=_env(hook), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - t0
+    if res.returncode:
+        sys.exit(f'{python} -c {code!r} (hook {"on" if hook else "off"}) failed:\n'
+                 f'{res.stderr[-3000:]}')
+    return elapsed
 
 
 def paired(python, code, runs):
@@ -57,17 +68,22 @@ def paired(python, code, runs):
         diff_median=statistics.median(diffs))
 
 
-def importtime(python, hook):
-    """``-X importtime -c pass``: {module: (self us, cumulative us)}."""
-    res = subprocess.run([python, '-X', 'importtime', '-c', 'pass'], env=_env(hook),
-                         capture_output=True, text=True, check=True)
-    out = {}
-    for line in res.stderr.splitlines():
-        if not line.startswith('import time:') or 'self [us]' in line:
-            continue
-        self_us, cum_us, name = line[len('import time:'):].split('|')
-        out[name.strip()] = (int(self_us), int(cum_us))
-    return out
+def importtime(python, hook, repeats=21):
+    """``-X importtime -c pass``: {module: (self us, cumulative us)}, medians over
+    ``repeats`` interpreters."""
+    runs = []
+    for _ in range(repeats):
+        res = subprocess.run([python, '-X', 'importtime', '-c', 'pass'], env=_env(hook),
+                             capture_output=True, text=True, check=True)
+        out = {}
+        for line in res.stderr.splitlines():
+            if not line.startswith('import time:') or 'self [us]' in line:
+                continue
+            self_us, cum_us, name = line[len('import time:'):].split('|')
+            out[name.strip()] = (int(self_us), int(cum_us))
+        runs.append(out)
+    return {name: tuple(int(statistics.median(r[name][i] for r in runs)) for i in (0, 1))
+            for name in runs[-1]}
 
 
 def registration_alone(python, repeats=20):
@@ -92,7 +108,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--python', default=sys.executable, help='interpreter to measure')
     parser.add_argument('--runs', type=int, default=200,
-                        help='fresh interpreters per setting and measurement')
+                        help='fresh interpreters per setting for python -c pass')
+    parser.add_argument('--mmengine-runs', type=int, default=60,
+                        help='fresh interpreters per setting for import mmengine.config')
     args = parser.parse_args()
     py = args.python
 
@@ -104,13 +122,14 @@ def main():
           f'load average {os.getloadavg()[0]:.2f}')
     print(f'modules imported at startup: {len(on)} with the hook, {len(off)} without; '
           f'extra: {sorted(set(on) - set(off))}; missing: {sorted(set(off) - set(on))}')
-    print(f'-X importtime: _mmposenc_startup self {on["_mmposenc_startup"][0]} us, '
-          f'cumulative {on["_mmposenc_startup"][1]} us')
+    print(f'-X importtime (median of 21): _mmposenc_startup self {on["_mmposenc_startup"][0]} '
+          f'us, cumulative {on["_mmposenc_startup"][1]} us')
 
-    for label, code in (('python -c pass', 'pass'),
-                        ('python -c "import mmengine.config"', 'import mmengine.config')):
-        r = paired(py, code, args.runs)
-        print(f'{label}, {args.runs} runs each, interleaved: '
+    for label, code, runs in (
+            ('python -c pass', 'pass', args.runs),
+            ('python -c "import mmengine.config"', 'import mmengine.config', args.mmengine_runs)):
+        r = paired(py, code, runs)
+        print(f'{label}, {runs} runs each, interleaved: '
               f'hook on median {r["on_median"] * 1e3:.2f} ms (mean {r["on_mean"] * 1e3:.2f}), '
               f'off median {r["off_median"] * 1e3:.2f} ms (mean {r["off_mean"] * 1e3:.2f}); '
               f'paired difference on - off: mean {r["diff_mean"] * 1e3:+.3f} '
