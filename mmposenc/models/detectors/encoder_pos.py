@@ -8,8 +8,9 @@ model shares:
 - the switch (:class:`EncoderPosMixin`): ``encoder_pos`` (one of :data:`ENCODER_POS_TYPES`),
   ``peg_after``, ``peg_cfg``, ``cape_cfg``; the positions of one level
   (:meth:`EncoderPosMixin.level_pos`: sine, CAPE, level embedding, none) and the encoder, built
-  by the host and then rebuilt as its PEG version (:meth:`EncoderPosMixin.install_peg_encoder`,
-  so no host's ``_init_layers`` is copied);
+  by the host and then turned into its PEG version in place
+  (:meth:`EncoderPosMixin.install_peg_encoder`, so no host's ``_init_layers`` is copied and the
+  stock modules are initialised as in the stock model at the same seed);
 - the PEG placement (:class:`PEGEncoderMixin`): PEGs after chosen layers of any mmdet encoder
   whose ``forward`` runs ``self.layers`` in turn, by a forward hook on those layers, so the host's
   own loop runs unchanged (DAB-DETR's position scaling, Mask2Former's given reference points);
@@ -173,6 +174,36 @@ class PEGEncoderMixin:
                  peg_cfg: Optional[dict] = default_peg_cfg, num_levels: Optional[int] = None,
                  **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self._add_pegs(peg_after, peg_cfg, num_levels)
+
+    @classmethod
+    def convert(cls, encoder: nn.Module, peg_after: Sequence[int] = (),
+                peg_cfg: Optional[dict] = None, num_levels: Optional[int] = None) -> nn.Module:
+        """Turn a built host encoder (an instance of the host class this class extends) into
+        this class in place: its layers, weights and state-dict keys are kept, the PEGs are
+        added. Building the encoder once keeps the random stream of the host's construction,
+        so a model without PEGs is initialised exactly as the stock one at the same seed.
+
+        Args:
+            encoder (nn.Module): The host's encoder.
+            peg_after, peg_cfg, num_levels: As in the constructor (``peg_cfg`` None is
+                :attr:`default_peg_cfg`).
+
+        Returns:
+            nn.Module: ``encoder``, now an instance of ``cls``.
+        """
+        host = [b for b in cls.__bases__ if not issubclass(b, PEGEncoderMixin)]
+        if len(host) != 1 or type(encoder) is not host[0]:
+            raise TypeError(f'{cls.__name__}.convert takes a {host[0].__name__}, got '
+                            f'{type(encoder).__name__}')
+        encoder.__class__ = cls
+        encoder._add_pegs(peg_after, cls.default_peg_cfg if peg_cfg is None else peg_cfg,
+                          num_levels)
+        return encoder
+
+    def _add_pegs(self, peg_after: Sequence[int], peg_cfg: Optional[dict],
+                  num_levels: Optional[int]) -> None:
+        """Build the PEGs of ``peg_after`` and hook them after their layers."""
         self.peg_after = check_peg_after(peg_after, self.num_layers)
         defaults = dict(embed_dims=self.embed_dims)
         if self.multi_level:
@@ -245,6 +276,11 @@ class MultiLevelPEGEncoderMixin(PEGEncoderMixin):
     def __init__(self, *args, peg_cfg: Optional[dict] = default_peg_cfg, num_levels: int = 4,
                  **kwargs) -> None:
         super().__init__(*args, peg_cfg=peg_cfg, num_levels=num_levels, **kwargs)
+
+    @classmethod
+    def convert(cls, encoder: nn.Module, peg_after: Sequence[int] = (),
+                peg_cfg: Optional[dict] = None, num_levels: int = 4) -> nn.Module:
+        return super().convert(encoder, peg_after, peg_cfg, num_levels)
 
     def forward(self, query: Tensor, query_pos: Optional[Tensor],
                 key_padding_mask: Optional[Tensor], spatial_shapes: Tensor,
@@ -378,24 +414,25 @@ class EncoderPosMixin:
         """The host's sine encoding module."""
         return self.positional_encoding
 
-    def install_peg_encoder(self, encoder_cfg: dict, **peg_defaults) -> None:
-        """Replace the encoder the host built from ``encoder_cfg`` by its PEG version (same
-        layers and state-dict keys, plus ``pegs``), and build the CAPE (``self.cape``, None
-        without CAPE)."""
+    def install_peg_encoder(self, **peg_defaults) -> None:
+        """Turn the encoder the host built into its PEG version in place
+        (:meth:`PEGEncoderMixin.convert`: same layers, weights and state-dict keys, plus
+        ``pegs``), and build the CAPE (``self.cape``, None without CAPE). The encoder is built
+        once, by the host: the stock modules are initialised from the same random stream as
+        in the stock model."""
         peg_cls = PEG_ENCODERS.get(type(self.encoder))
         if peg_cls is None:
             raise TypeError(f'no PEG version of {type(self.encoder).__name__} in '
                             f'mmposenc.models.detectors.encoder_pos.PEG_ENCODERS')
         peg_after = self.peg_after_cfg if self.encoder_uses_peg else ()
-        self.encoder = peg_cls(**encoder_cfg, peg_after=peg_after, peg_cfg=self.peg_cfg,
-                               **peg_defaults)
+        self.encoder = peg_cls.convert(self.encoder, peg_after=peg_after, peg_cfg=self.peg_cfg,
+                                       **peg_defaults)
         self.cape = self._build_cape(self.encoder.embed_dims)
 
     def _init_layers(self) -> None:
-        """The host's ``_init_layers``, then its encoder as the PEG version."""
-        encoder_cfg = copy.deepcopy(self.encoder)
+        """The host's ``_init_layers``, then its encoder turned into the PEG version."""
         super()._init_layers()
-        self.install_peg_encoder(encoder_cfg, **self.peg_defaults())
+        self.install_peg_encoder(**self.peg_defaults())
 
     def peg_defaults(self) -> dict:
         """Extra arguments of the PEG encoder (``num_levels`` for multi-level hosts)."""

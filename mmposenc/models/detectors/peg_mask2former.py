@@ -28,7 +28,6 @@ pad, and those batches take the masked path) the mask-free path is taken, and ``
 bit-identical to mmdet's pixel decoder. The transformer decoder's own level positions (the
 head's ``positional_encoding``) are unchanged in every mode.
 """
-import copy
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -88,12 +87,8 @@ class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
         check_ablation_args(type(self).__name__, kwargs.get('encoder_pos', 'peg'),
                             level_embed=level_embed)
         self.use_level_embed = level_embed is not False
-        encoder_cfg = copy.deepcopy(kwargs.get('encoder'))
-        if encoder_cfg is None:
-            raise ValueError('PEGMSDeformAttnPixelDecoder needs its encoder config as the '
-                             'keyword argument encoder=...')
         super().__init__(*args, **kwargs)
-        self.install_peg_encoder(encoder_cfg, num_levels=self.num_encoder_levels)
+        self.install_peg_encoder(num_levels=self.num_encoder_levels)
 
     @property
     def sine_encoding(self) -> nn.Module:
