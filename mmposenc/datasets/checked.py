@@ -34,8 +34,13 @@ class DatasetCheckMixin:
 
     def load_data_list(self):
         if self.check_cfg is not False:
-            check_dataset(self, **(self.check_cfg or {})).raise_or_log()
-        return super().load_data_list()
+            report = check_dataset(self, **(self.check_cfg or {}))
+            report.raise_or_log()
+            self._checked_json = report.coco_json
+        try:
+            return super().load_data_list()
+        finally:
+            self._checked_json = None
 
 
 try:
@@ -48,6 +53,8 @@ else:
     class CheckedCocoDataset(DatasetCheckMixin, CocoDataset):
         """mmdet's ``CocoDataset`` that checks its annotations and images when built.
 
+        The JSON is parsed once: the check's copy is indexed by mmdet's COCO API.
+
         Examples:
             >>> train_dataloader = dict(dataset=dict(
             ...     type='mmposenc.CheckedCocoDataset', data_root='data/coco/',
@@ -55,6 +62,16 @@ else:
             ...     data_prefix=dict(img='train2017/'),
             ...     check_cfg=dict(files='exists')))
         """
+
+        def COCOAPI(self, annotation_file):  # noqa: N802 (what CocoDataset calls)
+            data = getattr(self, '_checked_json', None)
+            if data is None:
+                return CocoDataset.COCOAPI(annotation_file)
+            coco = CocoDataset.COCOAPI()  # mmdet's COCO, then indexed as from the file
+            coco.dataset = data
+            coco.createIndex()
+            coco.img_ann_map, coco.cat_img_map = coco.imgToAnns, coco.catToImgs
+            return coco
 
 
 try:

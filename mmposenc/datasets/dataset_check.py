@@ -59,6 +59,7 @@ class CheckReport:
     def __init__(self, name):
         self.name = name
         self.findings = []  # (severity, kind, line)
+        self.coco_json = None  # the parsed COCO JSON, for a dataset that loads it next
 
     def add(self, severity, kind, line):
         self.findings.append((severity, kind, line))
@@ -267,6 +268,7 @@ def _check_coco(ctx):
     except Exception as err:
         ctx.error(report, 'unreadable_ann_file', f'{name}: {_read_error(err, ann_file)}')
         return report
+    report.coco_json = data
     if not isinstance(data, dict):
         ctx.error(report, 'not_coco', f'{name}: a JSON {type(data).__name__}, not a COCO '
                   'object with "images", "annotations" and "categories"')

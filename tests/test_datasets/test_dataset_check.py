@@ -388,7 +388,12 @@ def test_checked_dataset_builds_clean_coco128_and_can_be_turned_off(tmp_path, co
     cfg = dict(type='mmposenc.CheckedCocoDataset', data_root=f'{coco128_root}/',
                ann_file=ANN, data_prefix=dict(img='train2017/'),
                filter_cfg=dict(filter_empty_gt=True, min_size=32))
-    assert len(DATASETS.build(cfg)) == 126  # the 2 images without annotations are dropped
+    checked = DATASETS.build(cfg)
+    assert len(checked) == 126  # the 2 images without annotations are dropped
+    # the JSON parsed by the check and indexed for mmdet: mmdet's own data list, unchanged
+    stock = DATASETS.build(dict(cfg, type='CocoDataset'))
+    assert np.array_equal(checked.data_bytes, stock.data_bytes)
+    assert np.array_equal(checked.data_address, stock.data_address)
     data = copy.deepcopy(coco128_json)
     _ann0(data)['bbox'][2] = -3
     root = _coco_copy(tmp_path, coco128_root, data)
