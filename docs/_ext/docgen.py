@@ -387,10 +387,11 @@ def test_page_markdown(path, names, root=REPO_ROOT):
         raise ValueError(f'the docs cite {path}, which does not exist')
     with open(full, encoding='utf-8') as f:
         src = f.read()
-    lines = [f'# {path}', '', f'The tests of `{path}` that these pages cite, shown from the '
-             'file itself; run them with', '', '```bash',
-             f'.venv/bin/python -m pytest {path}' + (f' -k "{" or ".join(n.split(".")[-1] for n in names)}"' if names else ''),
-             '```', '']
+    tests = [n.split('.')[-1] for n in names if n.split('.')[-1].startswith('test')]
+    select = f' -k "{" or ".join(tests)}"' if tests else ''
+    lines = [f'# {path}', '', f'The tests of `{path}` that these pages cite (and the helpers '
+             'that define their cases), shown from the file itself; run them with', '',
+             '```bash', f'.venv/bin/python -m pytest {path}{select}', '```', '']
     doc = _module_docstring(src)
     if doc:
         lines += ['```text', doc, '```', '']
