@@ -95,3 +95,26 @@ def test_helpers_roundtrip_and_conv_arithmetic():
         got = valid_shapes_of_masks(conv_padding_masks(m, out, (k, k), (s, s), (p, p),
                                                        (d, d))).tolist()
         assert got == [list(conv(torch.zeros(1, 1, v, u)).shape[-2:]) for v, u in valid]
+
+
+@pytest.mark.parametrize('stride', [7, 12, 14, 28])
+def test_given_strides_that_are_not_powers_of_two(stride):
+    """A map of 7 x 5 cells at stride 7 / 14 / 28 is also ceil(input / s) for the power of
+    two s above it: the measurement picks that one, so the images lose rows and columns (at
+    stride 12 it does not); the given stride gives each image exactly ceil(img / stride)
+    cells."""
+    input_shape = (7 * stride, 5 * stride)
+    imgs = [(6 * stride + 1, 3 * stride + 2), (5 * stride, 4 * stride), input_shape]
+    expected = [[ceil_div(h, stride), ceil_div(w, stride)] for h, w in imgs]
+    for strides in ([stride], [(stride, stride)]):
+        masks = feature_padding_masks(imgs, input_shape, [(7, 5)], strides=strides)[0]
+        assert valid_shapes_of_masks(masks).tolist() == expected
+    measured = feature_padding_masks(imgs, input_shape, [(7, 5)])[0]
+    ambiguous = stride in (7, 14, 28)  # why the stride is given
+    assert measure_stride(input_shape, (7, 5)) == ((1 << stride.bit_length(), ) * 2
+                                                   if ambiguous else (stride, stride))
+    assert (valid_shapes_of_masks(measured).tolist() != expected) == ambiguous
+    both = feature_padding_masks(imgs, input_shape, [(7, 5), (4, 3)], strides=[stride, None])
+    assert valid_shapes_of_masks(both[0]).tolist() == expected
+    with pytest.raises(ValueError, match=r'one stride per feature map, got 2 maps'):
+        feature_padding_masks(imgs, input_shape, [(7, 5), (4, 3)], strides=[stride])

@@ -544,7 +544,7 @@ class DetrEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
         feat = img_feats[-1]
         assert batch_data_samples is not None
         batch_size, feat_dim = feat.shape[:2]
-        masks = self.feature_padding_masks((feat, ), batch_data_samples)
+        masks = self.feature_padding_masks((feat, ), batch_data_samples, self.encoder_strides)
         masks = None if masks is None else masks[0]
         sine = None
         if self.encoder_uses_sine or self.decoder_pos == 'sine':
@@ -629,7 +629,8 @@ class DeformableEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
         computes exactly what mmdet computes.
         """
         assert batch_data_samples is not None
-        masks = self.feature_padding_masks(mlvl_feats, batch_data_samples)
+        masks = self.feature_padding_masks(mlvl_feats, batch_data_samples,
+                                           self.encoder_strides)
         positions = [
             self.level_pos(feat, None if masks is None else masks[lvl], self.level_embed[lvl])
             for lvl, feat in enumerate(mlvl_feats)

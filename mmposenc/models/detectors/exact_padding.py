@@ -6,8 +6,9 @@ column of padding as image whenever the batch size is not a multiple of the stri
 :mod:`mmposenc.models.utils.padding_masks`). :class:`ExactPaddingMixin` gives a detector
 
 - :meth:`~ExactPaddingMixin.feature_padding_masks`: the exact masks of any feature maps
-  (``ceil(img / stride)`` valid cells per image, stride measured per map), or None exactly when
-  mmdet would build none (ONNX export, or no image of the batch padded);
+  (``ceil(img / stride)`` valid cells per image, stride given by ``backbone_strides`` /
+  ``encoder_strides`` or measured per map), or None exactly when mmdet would build none (ONNX
+  export, or no image of the batch padded);
 - :meth:`~ExactPaddingMixin.extract_feat`: the backbone, then the neck with the masks of the
   backbone maps when the neck declares ``takes_padding_masks`` (e.g.
   :class:`~mmposenc.models.necks.MaskedChannelMapper`), else the neck as mmdet calls it. In
@@ -46,6 +47,17 @@ def padded_batch(batch_data_samples: OptSampleList) -> bool:
 class ExactPaddingMixin:
     """Exact feature-level padding masks and a padding-aware neck call (see the module doc).
 
+    Args:
+        backbone_strides (Sequence[int | tuple[int, int]], optional): Strides of the
+            backbone's output maps (the masks a padding-aware neck gets). None measures them
+            from the map sizes, which is exact for power-of-two strides (ResNet, Swin, PVT)
+            but can pick a power of two for a small map of another stride (a stride-14 ViT map
+            of at most 7 cells is also ``ceil(H / 16)``): give the strides of such backbones.
+            Defaults to None.
+        encoder_strides (Sequence[int | tuple[int, int]], optional): Strides of the maps the
+            transformer encoder takes (the neck's outputs, extra levels included), for its
+            padding masks; None measures them. Defaults to None.
+
     Examples::
 
         class PEGDETR(ExactPaddingMixin, EncoderPosMixin, DETR):
@@ -54,8 +66,14 @@ class ExactPaddingMixin:
                 ...  # None, or [bool (bs, h, w)]
     """
 
-    def feature_padding_masks(self, feats: Sequence[Tensor],
-                              batch_data_samples: OptSampleList) -> Optional[List[Tensor]]:
+    def __init__(self, *args, backbone_strides: Optional[Sequence] = None,
+                 encoder_strides: Optional[Sequence] = None, **kwargs) -> None:
+        self.backbone_strides = None if backbone_strides is None else tuple(backbone_strides)
+        self.encoder_strides = None if encoder_strides is None else tuple(encoder_strides)
+        super().__init__(*args, **kwargs)
+
+    def feature_padding_masks(self, feats: Sequence[Tensor], batch_data_samples: OptSampleList,
+                              strides: Optional[Sequence] = None) -> Optional[List[Tensor]]:
         """Bool (bs, h, w) masks of ``feats``, True = padded, one per map: each image has
         exactly the ``ceil(img_h / s) x ceil(img_w / s)`` cells it has alone (``img_shape``
         from its metainfo, ``s`` measured from the map and ``batch_input_shape``). None when
@@ -65,6 +83,8 @@ class ExactPaddingMixin:
             feats (Sequence[Tensor]): Maps (bs, C, h, w) computed from the batch input.
             batch_data_samples (list[DetDataSample]): With ``img_shape`` and
                 ``batch_input_shape`` metainfo.
+            strides (Sequence, optional): The stride of each map where known (see
+                :func:`~mmposenc.models.utils.feature_padding_masks`); None measures them.
 
         Returns:
             list[Tensor] | None: One mask per map.
@@ -73,7 +93,8 @@ class ExactPaddingMixin:
             return None
         return feature_padding_masks([s.img_shape for s in batch_data_samples],
                                      batch_data_samples[0].batch_input_shape,
-                                     [f.shape[-2:] for f in feats], device=feats[0].device)
+                                     [f.shape[-2:] for f in feats], device=feats[0].device,
+                                     strides=strides)
 
     def extract_feat(self, batch_inputs: Tensor,
                      batch_data_samples: OptSampleList = None) -> Tuple[Tensor]:
@@ -96,7 +117,8 @@ class ExactPaddingMixin:
             return self.neck(x)
         samples = (batch_data_samples if batch_data_samples is not None else
                    _CALL_SAMPLES.get(self))
-        return self.neck(x, padding_masks=self.feature_padding_masks(x, samples))
+        return self.neck(
+            x, padding_masks=self.feature_padding_masks(x, samples, self.backbone_strides))
 
     def _samples_for_neck(self, batch_data_samples: OptSampleList):
         """Context in which :meth:`extract_feat` of this call sees ``batch_data_samples``

@@ -14,8 +14,12 @@ marks ``ceil(img_h * h / H)`` rows valid. That is the same count only when ``H``
 stride 32 padded to 810: 26 rows against 25), and attention, sine normalisation, CAPE and
 ``valid_ratios`` all see one row of padding as image.
 
-The stride of each map is measured from its shape and the batch input shape (not assumed), so
-dilated backbones (DC5: stride 16 at C5) and extra levels (stride 64) are handled alike.
+The stride of each map is measured from its shape and the batch input shape where it is not
+given, so dilated backbones (DC5: stride 16 at C5) and extra levels (stride 64) are handled alike.
+Several strides can give a small map the same size (``ceil(98 / 14) == ceil(98 / 16) == 7``);
+the measurement then prefers the power of two, so strides that are not powers of two (ViT
+patches of 14) must be given (``strides`` of :func:`feature_padding_masks`, ``backbone_strides``
+/ ``encoder_strides`` of the detectors).
 
 Examples:
     >>> measure_stride((810, 1216), (26, 38))
@@ -145,25 +149,51 @@ def masks_from_valid_shapes(valid_shapes: Sequence[Sequence[int]], feat_shape: S
     return (rows >= valid[:, 0].view(-1, 1, 1)) | (cols >= valid[:, 1].view(-1, 1, 1))
 
 
+StrideLike = Union[int, Sequence[int], None]
+
+
+def _stride_pair(stride: StrideLike) -> Optional[Shape]:
+    if stride is None:
+        return None
+    if isinstance(stride, int):
+        return stride, stride
+    s_h, s_w = stride
+    return int(s_h), int(s_w)
+
+
 def feature_padding_masks(img_shapes: Sequence[Sequence[int]], input_shape: Sequence[int],
                           feat_shapes: Sequence[Sequence[int]],
-                          device: Union[str, torch.device, None] = None) -> List[Tensor]:
+                          device: Union[str, torch.device, None] = None,
+                          strides: Optional[Sequence[StrideLike]] = None) -> List[Tensor]:
     """Exact padding masks of feature maps of a padded batch, one per map.
 
     Args:
         img_shapes (Sequence[Sequence[int]]): ``(img_h, img_w)`` of each image.
         input_shape (Sequence[int]): ``(H, W)`` of the batch input (``batch_input_shape``).
-        feat_shapes (Sequence[Sequence[int]]): ``(h, w)`` of each map (any strides; each is
-            measured by :func:`measure_stride`).
+        feat_shapes (Sequence[Sequence[int]]): ``(h, w)`` of each map.
         device (str | torch.device, optional): Device of the masks.
+        strides (Sequence[int | tuple[int, int] | None], optional): The stride of each map
+            where it is known; None (or a None entry) measures it (:func:`measure_stride`),
+            which can pick the wrong one of several strides that give a small map the same
+            size (a stride-14 map of at most 7 cells is also ``ceil(H / 16)``). Pass the
+            strides of backbones whose strides are not powers of two.
 
     Returns:
         list[Tensor]: Bool (bs, h, w) per map, True where the image alone has no cell:
         exactly ``ceil(img_h / s) x ceil(img_w / s)`` cells are False per image.
+
+    Raises:
+        ValueError: ``strides`` does not give one entry per map.
     """
+    if strides is None:
+        strides = [None] * len(feat_shapes)
+    if len(strides) != len(feat_shapes):
+        raise ValueError(f'strides {tuple(strides)} must give one stride per feature map, '
+                         f'got {len(feat_shapes)} maps')
     return [
-        masks_from_valid_shapes(valid_feature_shapes(img_shapes, input_shape, shape), shape,
-                                device) for shape in feat_shapes
+        masks_from_valid_shapes(
+            valid_feature_shapes(img_shapes, input_shape, shape, _stride_pair(stride)), shape,
+            device) for shape, stride in zip(feat_shapes, strides)
     ]
 
 
