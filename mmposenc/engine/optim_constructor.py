@@ -68,7 +68,9 @@ class SummaryOptimWrapperConstructor(DefaultOptimWrapperConstructor):
         >>> constructor = SummaryOptimWrapperConstructor(
         ...     dict(optimizer=dict(type='SGD', lr=0.1, weight_decay=1e-4)),
         ...     dict(norm_decay_mult=0.0))
-        >>> wrapper = constructor(model)  # logs two lines
+        >>> from mmengine.logging import MMLogger
+        >>> _ = MMLogger.get_instance('example', log_level='WARNING')  # hides the INFO lines:
+        >>> wrapper = constructor(model)  # "2 of 2 ... norm_decay_mult", "2 ... left out"
         >>> [g['weight_decay'] for g in wrapper.optimizer.param_groups]
         [0.0, 0.0]
     """
