@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from mmposenc.models.layers import MaskedPEG, MultiLevelMaskedPEG, masked_batch_norm
+from mmposenc.models.layers import MaskedPEG, MultiLevelMaskedPEG
+from mmposenc.models.layers.generators.masked_peg import batch_norm_rows
 from mmposenc.registry import MODELS
 
 TOL = 1e-5
@@ -88,36 +89,27 @@ def test_padding_invariance_train_single_image_and_running_stats():
 
 
 @pytest.mark.parametrize('momentum', [0.1, None])
-def test_masked_batch_norm_equals_bn_on_valid_tokens(momentum):
-    """Train-mode statistics of a multi-image padded batch = BN over the valid tokens only."""
+@pytest.mark.parametrize('bn_type', [nn.BatchNorm1d, nn.BatchNorm2d])
+def test_batch_norm_rows_equals_bn_on_valid_tokens(momentum, bn_type):
+    """Train-mode statistics over the gathered valid tokens of a padded batch = a BatchNorm1d
+    over those tokens, running statistics included (momentum and cumulative average)."""
     gen = torch.Generator().manual_seed(2)
-    bn = nn.BatchNorm2d(6, momentum=momentum)
+    bn = bn_type(6, momentum=momentum)
     bn.weight.data.uniform_(0.5, 1.5, generator=gen)
     bn.bias.data.normal_(generator=gen)
     ref = nn.BatchNorm1d(6, momentum=momentum)
     ref.load_state_dict(bn.state_dict())
     for _ in range(3):  # several steps exercise the running-average update
-        x = torch.randn(3, 6, 5, 7, generator=gen) * 2 + 1
-        mask = torch.rand(3, 1, 5, 7, generator=gen) > 0.6
-        out = masked_batch_norm(x, mask, bn)
-        valid = (~mask).expand_as(x)
-        tokens = x.permute(0, 2, 3, 1)[valid.permute(0, 2, 3, 1)].view(-1, 6)
-        expected = ref(tokens)
-        got = out.permute(0, 2, 3, 1)[valid.permute(0, 2, 3, 1)].view(-1, 6)
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        x = torch.randn(3, 5, 7, 6, generator=gen) * 2 + 1  # channels-last tokens
+        valid = torch.rand(3, 5, 7, generator=gen) > 0.4
+        torch.testing.assert_close(batch_norm_rows(x[valid], bn), ref(x[valid]), rtol=1e-5,
+                                   atol=1e-5)
     torch.testing.assert_close(bn.running_mean, ref.running_mean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(bn.running_var, ref.running_var, rtol=1e-5, atol=1e-6)
     assert int(bn.num_batches_tracked) == int(ref.num_batches_tracked) == 3
-
-
-def test_masked_batch_norm_eval_uses_running_stats_and_ignores_mask():
-    gen = torch.Generator().manual_seed(3)
-    bn = randomise(nn.Sequential(nn.BatchNorm2d(4)), gen)[0].eval()
-    x = torch.randn(2, 4, 3, 3, generator=gen)
-    mask = torch.rand(2, 1, 3, 3, generator=gen) > 0.5
-    before = bn.running_mean.clone()
-    assert torch.equal(masked_batch_norm(x, mask, bn), bn(x))
-    assert torch.equal(bn.running_mean, before)
+    bn.eval()
+    rows = torch.randn(4, 6, generator=gen)
+    torch.testing.assert_close(batch_norm_rows(rows, bn), ref.eval()(rows))
 
 
 @pytest.mark.parametrize('mode', ['train', 'eval'])

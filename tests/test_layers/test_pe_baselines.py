@@ -6,7 +6,7 @@ from mmposenc.models.layers import (CoPE, LearnableAbsolutePE, NoPositionEncodin
                                     PEMultiheadAttention, RelativePositionBias2d, RoPE2d,
                                     SaPE2, SinCos2dPE)
 from mmposenc.models.layers.encodings.cope import cope_positions, interpolate_integer_positions
-from mmposenc.models.layers.encodings.learnable_abs import resize_grid_embed
+from mmposenc.models.utils.pos_embed import resize_pos_embed
 from mmposenc.models.layers.encodings.rel_pos_bias import clipped_relative_index
 from mmposenc.models.layers.encodings.rope2d import apply_rotary, build_rope2d_angles
 from mmposenc.models.layers.encodings.sincos import build_2d_sincos_embedding
@@ -34,7 +34,7 @@ def test_learnable_abs_same_grid_is_identity_and_resizes_bicubically():
     ref = torch.nn.functional.interpolate(grid, (6, 5), mode='bicubic', align_corners=False)
     torch.testing.assert_close(out[:, 1:], ref.flatten(2).transpose(1, 2))
     t = pe.pos_embed[:, 1:]
-    assert resize_grid_embed(t, (4, 4), (4, 4)) is t  # same grid: no resampling
+    assert resize_pos_embed(t, (4, 4), (4, 4)) is t  # same grid: no resampling
 
 
 def test_sincos_matches_formula():

@@ -404,7 +404,7 @@ add('conv-twins-mmpretrain-unmapped', lambda: _tool('twins_pcpvt_to_pvtpeg').con
     r"1 mmpretrain PCPVT keys have no PVTPEG mapping: \['norm_after_stage0\.weight'\]")
 add('conv-pervit-unmapped', lambda: _tool('pervit_official_to_mmposenc').convert(
     {'module.not_a_pervit_key': t(1), 'xyz': t(1)}), KeyError,
-    '2 official PerViT keys have no mapping')
+    '2 official PerViT keys have no mmposenc PerViT mapping')
 
 
 # ----------------------------------------------------------------------------- tools

@@ -22,26 +22,15 @@ import torch
 # this checkout's mmposenc, not another installed copy (also in a clone never installed)
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
+from mmposenc.utils.checkpoint_conversion import (  # noqa: E402
+    UnmappedKeysError, check_all_mapped, unwrap_state_dict)  # noqa: F401  (UnmappedKeysError)
+
 BACKBONE_RE = [
     r'^patch_embed\.projection\.(weight|bias)$', r'^cls_token$', r'^pos_embed$',
     r'^layers\.\d+\.(ln1|ln2)\.(weight|bias)$', r'^layers\.\d+\.attn\.(qkv|proj)\.(weight|bias)$',
     r'^layers\.\d+\.ffn\.layers\.(0\.0|1)\.(weight|bias)$', r'^(ln1|ln2)\.(weight|bias)$',
 ]
 EMBED_TO_ARCH = {192: 'tiny', 384: 'small', 768: 'base'}
-
-
-class UnmappedKeysError(KeyError):
-    """Source keys the converter does not know."""
-
-    def __str__(self):
-        return self.args[0]
-
-
-def _unwrap(ckpt):
-    for k in ('state_dict', 'model'):
-        if isinstance(ckpt, dict) and k in ckpt and isinstance(ckpt[k], dict):
-            return ckpt[k]
-    return ckpt
 
 
 def convert(state_dict, keep_pos_embed=False):
@@ -55,7 +44,7 @@ def convert(state_dict, keep_pos_embed=False):
         UnmappedKeysError: listing every key that has no mapping.
     """
     backbone, head, unmapped = OrderedDict(), OrderedDict(), []
-    for key, value in _unwrap(state_dict).items():
+    for key, value in unwrap_state_dict(state_dict).items():
         if key.startswith('head.'):
             head[key] = value
             continue
@@ -68,9 +57,7 @@ def convert(state_dict, keep_pos_embed=False):
             continue  # mmpretrain's extra norm of 'avg_featmap' (CPVT-GAP pools after ln1)
         else:
             backbone[name] = value
-    if unmapped:
-        raise UnmappedKeysError(
-            f'{len(unmapped)} DeiT keys have no CPVT mapping: {sorted(unmapped)}')
+    check_all_mapped(unmapped, 'DeiT', 'CPVT')
     return backbone, head
 
 

@@ -7,9 +7,9 @@ res_path}`` with ``attn.{to_qkv,proj,activation.{conv1,gn1,conv2,gn2}}``, ``norm
 :class:`mmposenc.models.PerViT` with ``out_indices=3``, ``head.fc.*`` for ``LinearClsHead``),
 or the backbone alone with ``--backbone-only``.
 
-Every source key must be mapped (else a KeyError lists the unmapped ones) and, when an arch
-is given, the result is loaded strictly into a freshly built PerViT (a clear error lists
-missing and unexpected keys).
+Every source key must be mapped (else an UnmappedKeysError, a KeyError, lists the unmapped
+ones) and, when an arch is given, the result is loaded strictly into a freshly built PerViT (a
+clear error lists missing and unexpected keys).
 
 Usage:
     python tools/model_converters/pervit_official_to_mmposenc.py \
@@ -25,6 +25,9 @@ import torch
 
 # this checkout's mmposenc, not another installed copy (also in a clone never installed)
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+
+from mmposenc.utils.checkpoint_conversion import (  # noqa: E402
+    check_all_mapped, unwrap_state_dict)
 
 # (official regex, mmposenc template); the first match wins
 RULES = [
@@ -53,30 +56,22 @@ RULES = [
 _COMPILED = [(re.compile(p), t) for p, t in RULES]
 
 
-def unwrap(checkpoint):
-    """The state dict inside an official checkpoint (``{'model': ...}``) or as given."""
-    if isinstance(checkpoint, dict):
-        for key in ('model', 'state_dict'):
-            if key in checkpoint and isinstance(checkpoint[key], dict):
-                return checkpoint[key]
-    return checkpoint
-
-
 def convert(state_dict, backbone_only: bool = False) -> OrderedDict:
     """Official PerViT keys -> mmposenc keys.
 
     Args:
-        state_dict (dict): Official state dict (``module.`` prefixes are stripped).
+        state_dict (dict): Official state dict or a checkpoint holding one
+            (``module.`` prefixes are stripped).
         backbone_only (bool): Drop the head and the ``backbone.`` prefix.
 
     Returns:
         OrderedDict: Converted state dict.
 
     Raises:
-        KeyError: Listing every source key no rule maps.
+        UnmappedKeysError: Listing every source key no rule maps (a KeyError).
     """
     out, unmapped = OrderedDict(), []
-    for key, value in state_dict.items():
+    for key, value in unwrap_state_dict(state_dict).items():
         src = key[len('module.'):] if key.startswith('module.') else key
         for pattern, template in _COMPILED:
             if pattern.match(src):
@@ -90,8 +85,7 @@ def convert(state_dict, backbone_only: bool = False) -> OrderedDict:
                 continue
             new = new[len('backbone.'):]
         out[new] = value
-    if unmapped:
-        raise KeyError(f'{len(unmapped)} official PerViT keys have no mapping: {unmapped}')
+    check_all_mapped(unmapped, 'official PerViT', 'mmposenc PerViT')
     return out
 
 
@@ -126,7 +120,7 @@ def main():
     # weights_only=True; the official training checkpoints also hold the argparse arguments
     checkpoint = load_local_checkpoint(args.src, map_location='cpu',
                                        extra_safe_globals=[argparse.Namespace])
-    converted = convert(unwrap(checkpoint), backbone_only=args.backbone_only)
+    converted = convert(checkpoint, backbone_only=args.backbone_only)
     if args.arch:
         from mmposenc.models.backbones import PerViT
         load_strict(PerViT(arch=args.arch, out_indices=3), converted)

@@ -34,6 +34,9 @@ import torch
 # this checkout's mmposenc, not another installed copy (also in a clone never installed)
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
+from mmposenc.utils.checkpoint_conversion import (  # noqa: E402
+    UnmappedKeysError, check_all_mapped, unwrap_state_dict)  # noqa: F401  (UnmappedKeysError)
+
 #: (source regex, target template) pairs; the first match wins.
 KEY_MAP = [
     (r'^patch_embeds\.(\d+)\.proj\.(weight|bias)$', r'patch_embeds.\1.projection.\2'),
@@ -66,24 +69,10 @@ DEPTHS_TO_ARCH = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'm
                   (3, 8, 27, 3): 'large'}
 
 
-class UnmappedKeysError(KeyError):
-    """Source keys the converter does not know."""
-
-    def __str__(self):
-        return self.args[0]
-
-
-def _unwrap(ckpt):
-    for k in ('state_dict', 'model', 'state_dict_ema'):
-        if isinstance(ckpt, dict) and k in ckpt and isinstance(ckpt[k], dict):
-            return ckpt[k]
-    return ckpt
-
-
 def source_format(state_dict):
     """``'mmpretrain'`` for mmpretrain ``PCPVT`` weights, else ``'official'`` (Twins / timm)."""
     keys = [k[len('backbone.'):] if k.startswith('backbone.') else k
-            for k in _unwrap(state_dict)]
+            for k in unwrap_state_dict(state_dict)]
     return 'mmpretrain' if any(k.startswith(MMPRETRAIN_MARKERS) for k in keys) else 'official'
 
 
@@ -105,9 +94,7 @@ def _rename(state_dict, key_map, head_re, with_head, source):
                 break
         else:
             unmapped.append(key)
-    if unmapped:
-        raise UnmappedKeysError(f'{len(unmapped)} {source} keys have no PVTPEG mapping: '
-                                f'{sorted(unmapped)}')
+    check_all_mapped(unmapped, source, 'PVTPEG')
     return out
 
 
@@ -139,8 +126,8 @@ def convert(state_dict, with_head=False):
         UnmappedKeysError: listing every source key that has no mapping.
     """
     if source_format(state_dict) == 'mmpretrain':
-        return _convert_mmpretrain(_unwrap(state_dict), with_head)
-    return _rename(_unwrap(state_dict), KEY_MAP, HEAD_RE, with_head, 'Twins-PCPVT')
+        return _convert_mmpretrain(unwrap_state_dict(state_dict), with_head)
+    return _rename(unwrap_state_dict(state_dict), KEY_MAP, HEAD_RE, with_head, 'Twins-PCPVT')
 
 
 def infer_arch(state_dict):

@@ -14,27 +14,7 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG
-
-
-def resize_pos_embed(pos_embed: torch.Tensor, src_shape: Sequence[int],
-                     dst_shape: Sequence[int], mode: str = 'bicubic',
-                     num_extra_tokens: int = 1) -> torch.Tensor:
-    """Resize a (1, extra + h*w, C) learnable position embedding to a new grid.
-
-    Extra tokens are kept; the grid part is interpolated (bicubic by default,
-    ``align_corners=False``).
-    """
-    if tuple(src_shape) == tuple(dst_shape):
-        return pos_embed
-    _, L, C = pos_embed.shape
-    if L != num_extra_tokens + src_shape[0] * src_shape[1]:
-        raise ValueError(f'pos_embed has {L} tokens, expected {num_extra_tokens} + '
-                         f'{src_shape[0]} * {src_shape[1]}')
-    extra = pos_embed[:, :num_extra_tokens]
-    grid = pos_embed[:, num_extra_tokens:].reshape(1, *src_shape, C).permute(0, 3, 1, 2)
-    grid = F.interpolate(grid.float(), size=tuple(dst_shape), mode=mode, align_corners=False)
-    grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
-    return torch.cat((extra, grid), dim=1)
+from ..utils.pos_embed import resize_pos_embed  # noqa: F401  (importable from here too)
 
 
 class MultiheadSelfAttention(BaseModule):

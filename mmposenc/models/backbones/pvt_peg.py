@@ -13,7 +13,7 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG, map_to_tokens, tokens_to_map
-from .cpvt import resize_pos_embed
+from ..utils.pos_embed import resize_pos_embed
 
 
 class SpatialReductionAttention(BaseModule):

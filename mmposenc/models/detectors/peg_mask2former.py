@@ -37,7 +37,7 @@ from mmdet.models.layers import MSDeformAttnPixelDecoder
 from torch import Tensor, nn
 
 from mmposenc.registry import MODELS
-from ..necks.masked_channel_mapper import MaskedChannelMapper
+from ..necks.masked_channel_mapper import masked_conv_module
 from ..utils.call_state import CallState
 from ..utils.padding_masks import masks_from_valid_shapes, valid_feature_shapes
 from .encoder_pos import EncoderPosMixin, check_ablation_args, flatten_levels
@@ -134,7 +134,7 @@ class PEGMSDeformAttnPixelDecoder(EncoderPosMixin, MSDeformAttnPixelDecoder):
             if mask is None:
                 x = self.input_convs[i](feat)
             else:  # GroupNorm over each image's valid cells
-                x = MaskedChannelMapper._masked_forward(self.input_convs[i], feat, mask)[0]
+                x = masked_conv_module(self.input_convs[i], feat, mask)[0]
             positions.append(self.level_pos(x, mask, self.level_encoding.weight[i]))
             maps.append(x)
             level_masks.append(mask)

@@ -10,8 +10,8 @@ Every public name is re-exported here; registered type names do not depend on th
 """
 from .generators import (PEG, MaskedPEG, MultiLevelMaskedPEG, PeripheralDistanceEmbedding,  # noqa: F401
                          PeripheralLearnableEmbedding, PeripheralPositionEncoding,
-                         build_peripheral_embedding, masked_batch_norm, normalized_grid,
-                         pairwise_distances, peripheral_init_schedule, ppe_init_schedule)
+                         build_peripheral_embedding, normalized_grid, pairwise_distances,
+                         peripheral_init_schedule, ppe_init_schedule)
 from .encodings import (BasePositionEncoding, CAPE1d, CAPE2d, CoPE, LearnableAbsolutePE,  # noqa: F401
                         NoPositionEncoding, PEGPositionEncoding, PeripheralPE,
                         RelativePositionBias2d, RoPE2d, SaPE2, SinCos2dPE)

@@ -9,7 +9,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from mmposenc.registry import MODELS
-from ..utils.padding_masks import conv_padding_masks, valid_shapes_of_masks
+from ..utils.padding_masks import (as_bool_padding_mask, conv_padding_masks,
+                                   valid_shapes_of_masks)
 
 #: the convolutions the masked path is exact for: torch's (conv_cfg None or 'Conv2d') and
 #: mmcv's empty-tensor wrapper of it ('Conv'); both zero-pad by ``conv.padding``
@@ -44,14 +45,48 @@ def masked_group_norm(x: Tensor, norm: nn.GroupNorm, padding_mask: Tensor) -> Te
     return out
 
 
-def _as_bool_mask(mask: Tensor) -> Tensor:
-    """``mask`` as bool; a mask of another dtype must hold only 0 and 1 (as MaskedPEG's)."""
-    if mask.dtype == torch.bool:
-        return mask
-    if not ((mask == 0) | (mask == 1)).all():
-        raise ValueError('padding_masks must be bool tensors (True at padded cells) or hold '
-                         f'only 0 and 1, got dtype {mask.dtype} with other values')
-    return mask.bool()
+def masked_conv_module(module: ConvModule, x: Tensor,
+                       padding_mask: Tensor) -> Tuple[Tensor, Tensor]:
+    """An mmcv ``ConvModule`` (conv, norm, activation) on padded maps, each image's valid
+    cells computed as for the image alone.
+
+    Padded cells are zeroed before a convolution wider than 1x1 (the zero padding the image
+    alone has), a GroupNorm takes each image's statistics over its valid cells alone
+    (:func:`masked_group_norm`), and the padded cells of the output are zero. The convolution
+    must zero-pad (see :class:`MaskedChannelMapper`, which refuses others at construction).
+
+    Args:
+        module (ConvModule): The conv module.
+        x (Tensor): Maps (bs, C_in, h, w).
+        padding_mask (Tensor): Bool (bs, h, w), True at padded cells (top-left valid
+            rectangles).
+
+    Returns:
+        tuple[Tensor, Tensor]: The output (bs, C_out, h', w') and its bool mask
+        (bs, h', w') (:func:`~mmposenc.models.utils.conv_padding_masks`).
+
+    Examples:
+        >>> m = ConvModule(4, 8, 3, padding=1, norm_cfg=dict(type='GN', num_groups=2))
+        >>> mask = torch.ones(2, 6, 7, dtype=torch.bool)
+        >>> mask[0, :6, :5] = mask[1, :4, :7] = False
+        >>> out, out_mask = masked_conv_module(m, torch.randn(2, 4, 6, 7), mask)
+        >>> tuple(out.shape), torch.equal(out_mask, mask)
+        ((2, 8, 6, 7), True)
+    """
+    conv = module.conv
+    if any(k > 1 for k in conv.kernel_size):  # a 1x1 conv does not mix positions
+        x = x.masked_fill(padding_mask[:, None], 0)
+    x = conv(x)
+    out_mask = conv_padding_masks(padding_mask, x.shape[-2:], conv.kernel_size, conv.stride,
+                                  conv.padding, conv.dilation)
+    if module.with_norm:
+        if isinstance(module.norm, nn.GroupNorm):
+            x = masked_group_norm(x, module.norm, out_mask)
+        else:
+            x = module.norm(x)
+    if module.with_activation:
+        x = module.activate(x)
+    return x.masked_fill(out_mask[:, None], 0), out_mask
 
 
 @MODELS.register_module()
@@ -162,24 +197,6 @@ class MaskedChannelMapper(BaseModule):
                 "(type='ChannelMapper') for this convolution (its outputs are then not "
                 'independent of the padded batch)')
 
-    @staticmethod
-    def _masked_forward(module: ConvModule, x: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
-        """One ConvModule on masked maps; returns the output and its mask."""
-        conv = module.conv
-        if any(k > 1 for k in conv.kernel_size):  # a 1x1 conv does not mix positions
-            x = x.masked_fill(mask[:, None], 0)
-        x = conv(x)
-        out_mask = conv_padding_masks(mask, x.shape[-2:], conv.kernel_size, conv.stride,
-                                      conv.padding, conv.dilation)
-        if module.with_norm:
-            if isinstance(module.norm, nn.GroupNorm):
-                x = masked_group_norm(x, module.norm, out_mask)
-            else:
-                x = module.norm(x)
-        if module.with_activation:
-            x = module.activate(x)
-        return x.masked_fill(out_mask[:, None], 0), out_mask
-
     def forward(self, inputs: Sequence[Tensor],
                 padding_masks: Optional[Sequence[Tensor]] = None) -> Tuple[Tensor]:
         """Map every input to ``out_channels``; add the extra levels.
@@ -209,12 +226,12 @@ class MaskedChannelMapper(BaseModule):
             raise ValueError('padding_masks must hold one (bs, h, w) mask per input map, got '
                              f'{[tuple(m.shape) for m in padding_masks]} for maps '
                              f'{[tuple(x.shape) for x in inputs]}')
-        padding_masks = [_as_bool_mask(m) for m in padding_masks]
-        outs = [self._masked_forward(conv, x, m)[0]
+        padding_masks = [as_bool_padding_mask(m, 'padding_masks') for m in padding_masks]
+        outs = [masked_conv_module(conv, x, m)[0]
                 for conv, x, m in zip(self.convs, inputs, padding_masks)]
         if self.extra_convs:
             source, mask = inputs[-1], padding_masks[-1]
             for conv in self.extra_convs:
-                source, mask = self._masked_forward(conv, source, mask)
+                source, mask = masked_conv_module(conv, source, mask)
                 outs.append(source)
         return tuple(outs)

@@ -1,5 +1,5 @@
 """Helpers shared by the necks and the detectors (pure torch, no host imports)."""
 from .call_state import CallState  # noqa: F401
-from .padding_masks import (conv_padding_masks, feature_padding_masks,  # noqa: F401
-                            masks_from_valid_shapes, measure_stride, valid_feature_shapes,
-                            valid_shapes_of_masks)
+from .padding_masks import (as_bool_padding_mask, conv_padding_masks,  # noqa: F401
+                            feature_padding_masks, masks_from_valid_shapes, measure_stride,
+                            valid_feature_shapes, valid_shapes_of_masks)

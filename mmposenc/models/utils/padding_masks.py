@@ -197,6 +197,29 @@ def feature_padding_masks(img_shapes: Sequence[Sequence[int]], input_shape: Sequ
     ]
 
 
+def as_bool_padding_mask(mask: Tensor, name: str = 'key_padding_mask') -> Tensor:
+    """A padding mask as bool (True = padded): the one rule of MaskedPEG, MultiLevelMaskedPEG
+    and MaskedChannelMapper. A mask of another dtype must hold only 0 and 1 (a uint8 mask's
+    ``~`` is 254 / 255, a float mask of weights is no mask): anything else is refused.
+
+    Args:
+        mask (Tensor): The mask, any shape.
+        name (str): Its name in the error message. Defaults to ``'key_padding_mask'``.
+
+    Returns:
+        Tensor: ``mask`` itself when bool, else ``mask.bool()``.
+
+    Raises:
+        ValueError: The mask holds values other than 0 and 1.
+    """
+    if mask.dtype == torch.bool:
+        return mask
+    if not ((mask == 0) | (mask == 1)).all():
+        raise ValueError(f'{name} must be a bool tensor (True at padded positions) or hold '
+                         f'only 0 and 1, got dtype {mask.dtype} with other values')
+    return mask.bool()
+
+
 def valid_shapes_of_masks(masks: Tensor) -> Tensor:
     """Valid ``(rows, cols)`` of top-left-rectangle masks (bs, h, w) as a long (bs, 2) tensor
     (counted along the first column and the first row, as mmdet's ``get_valid_ratio``)."""

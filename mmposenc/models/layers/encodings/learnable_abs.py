@@ -3,26 +3,10 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from mmposenc.registry import MODELS
+from ...utils.pos_embed import resize_pos_embed
 from .base import BasePositionEncoding
-
-
-def resize_grid_embed(pos_embed: torch.Tensor, src_shape: Sequence[int],
-                      dst_shape: Sequence[int], mode: str = 'bicubic') -> torch.Tensor:
-    """Resize a grid of embeddings ``(1, Hs*Ws, C)`` to ``(1, Hd*Wd, C)``.
-
-    The identity (the same tensor) when the shapes agree.
-    """
-    src_shape, dst_shape = tuple(int(s) for s in src_shape), tuple(int(s) for s in dst_shape)
-    if src_shape == dst_shape:
-        return pos_embed
-    C = pos_embed.shape[-1]
-    grid = pos_embed.reshape(1, *src_shape, C).permute(0, 3, 1, 2)
-    align = False if mode in ('bilinear', 'bicubic') else None
-    grid = F.interpolate(grid, size=dst_shape, mode=mode, align_corners=align)
-    return grid.flatten(2).transpose(1, 2)
 
 
 @MODELS.register_module()
@@ -76,9 +60,8 @@ class LearnableAbsolutePE(BasePositionEncoding):
     def add_to_tokens(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
         self.check_grid(x, hw_shape)
         e = self.num_extra_tokens
-        patch = resize_grid_embed(self.pos_embed[:, e:], self.grid_size, hw_shape,
-                                  self.interpolate_mode)
-        return x + torch.cat((self.pos_embed[:, :e], patch), dim=1)
+        return x + resize_pos_embed(self.pos_embed, self.grid_size, hw_shape,
+                                    self.interpolate_mode, num_extra_tokens=e)
 
     def extra_repr(self) -> str:
         return (super().extra_repr() + f', grid_size={self.grid_size}, '

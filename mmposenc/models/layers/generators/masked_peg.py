@@ -9,8 +9,7 @@ makes the result of every valid token independent of the padding of its batch:
   sees exactly the zero padding it would see if the image were alone;
 - BatchNorm statistics (training) are computed over valid tokens only, running statistics are
   updated from those: the convolution outputs of the valid tokens are gathered and the
-  BatchNorm module normalises them as (n, C) rows (:func:`batch_norm_rows`;
-  :func:`masked_batch_norm` does the same for an NCHW map and a mask);
+  BatchNorm module normalises them as (n, C) rows (:func:`batch_norm_rows`);
 - padded tokens are returned unchanged and nothing computed at a padded position reaches the
   output (the valid rows are added back with one ``index_add``), so no gradient flows into the
   projection from padded tokens.
@@ -36,65 +35,7 @@ from torch import Tensor
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposenc.registry import MODELS
-
-
-def masked_batch_norm(x: Tensor, padding_mask: Optional[Tensor], bn: _BatchNorm) -> Tensor:
-    """BatchNorm whose batch statistics ignore padded positions.
-
-    In training (or without running statistics) the per-channel mean and biased variance are
-    taken over the positions where ``padding_mask`` is False; the running statistics are then
-    updated exactly as :class:`torch.nn.BatchNorm2d` would update them from a batch made of the
-    valid positions only (unbiased variance, ``momentum``, or a cumulative average when
-    ``momentum`` is None). In evaluation the running statistics are used and the mask is
-    irrelevant. Values at padded positions of the output are unspecified (finite).
-
-    Args:
-        x (Tensor): Input of shape (N, C, *).
-        padding_mask (Tensor, optional): Bool tensor broadcastable to ``x`` with a singleton
-            channel axis, True at padded positions, e.g. (N, 1, H, W) for (N, C, H, W) input.
-            None means no padding: ``bn(x)`` is returned unchanged.
-        bn (:obj:`torch.nn.modules.batchnorm._BatchNorm`): Holds the affine parameters and
-            running statistics (a ``BatchNorm1d/2d`` or ``SyncBatchNorm``; with SyncBatchNorm
-            the masked statistics are per process).
-
-    Returns:
-        Tensor: Normalised tensor with the shape of ``x``.
-
-    Examples:
-        >>> bn = torch.nn.BatchNorm2d(8)
-        >>> x = torch.randn(2, 8, 5, 6)
-        >>> mask = torch.zeros(2, 1, 5, 6, dtype=torch.bool)
-        >>> mask[1, :, 3:] = True  # image 1 is 3 rows high
-        >>> print(masked_batch_norm(x, mask, bn).shape)
-        torch.Size([2, 8, 5, 6])
-    """
-    use_batch_stats = bn.training or not bn.track_running_stats or bn.running_mean is None
-    if padding_mask is None or not use_batch_stats:
-        return bn(x)
-    valid = (~padding_mask.bool()).to(x.dtype)
-    reduce_dims = [0] + list(range(2, x.dim()))
-    count = valid.expand_as(x[:, :1]).sum()
-    if count < 2:
-        raise ValueError('masked_batch_norm needs at least 2 valid positions per channel in '
-                         f'training, got {int(count.item())}')
-    mean = (x * valid).sum(reduce_dims) / count
-    shape = [1, -1] + [1] * (x.dim() - 2)
-    centred = x - mean.view(shape)
-    var = (centred.square() * valid).sum(reduce_dims) / count
-    if bn.training and bn.track_running_stats and bn.running_mean is not None:
-        with torch.no_grad():
-            bn.num_batches_tracked.add_(1)
-            if bn.momentum is None:
-                factor = 1.0 / float(bn.num_batches_tracked)
-            else:
-                factor = bn.momentum
-            unbiased = var * (count / (count - 1))
-            bn.running_mean.mul_(1 - factor).add_(mean.detach(), alpha=factor)
-            bn.running_var.mul_(1 - factor).add_(unbiased.detach(), alpha=factor)
-    out = centred * torch.rsqrt(var + bn.eps).view(shape)
-    if bn.affine:
-        out = out * bn.weight.view(shape) + bn.bias.view(shape)
-    return out
+from ...utils.padding_masks import as_bool_padding_mask
 
 
 def _check_padding_mask(mask: Tensor, batch_size: int, num_tokens: int,
@@ -110,12 +51,7 @@ def _check_padding_mask(mask: Tensor, batch_size: int, num_tokens: int,
     elif mask.dim() != 2 or tuple(mask.shape) != (batch_size, num_tokens):
         raise ValueError(f'{name} of shape {tuple(mask.shape)} does not match the tokens: '
                          f'expected (bs, num_tokens) = {(batch_size, num_tokens)}')
-    if mask.dtype != torch.bool:
-        if not ((mask == 0) | (mask == 1)).all():
-            raise ValueError(f'{name} must be a bool tensor (True at padded tokens) or hold '
-                             f'only 0 and 1, got dtype {mask.dtype} with other values')
-        mask = mask.bool()
-    return mask
+    return as_bool_padding_mask(mask, name)
 
 
 def _check_tokens(x: Tensor, hw_shape: Sequence[int], embed_dims: int) -> Tuple[int, int]:
@@ -521,7 +457,7 @@ class MultiLevelMaskedPEG(BaseModule):
             if tuple(key_padding_mask.shape) != (bs, x.shape[1]):
                 raise ValueError(f'key_padding_mask of shape {tuple(key_padding_mask.shape)} '
                                  f'does not match the tokens: expected {(bs, x.shape[1])}')
-            key_padding_mask = key_padding_mask.bool()
+            key_padding_mask = as_bool_padding_mask(key_padding_mask)
         pegs = [self.pegs[0]] * len(shapes) if self.share_weights else list(self.pegs)
         level_pegs = paper_level_pegs if self.masking == 'paper' else add_level_pegs
         return level_pegs(x, shapes, key_padding_mask, pegs, shared_norm=self.share_weights)
