@@ -21,7 +21,10 @@ package. For an installed wheel that is the folder mmengine computes itself
 (``site-packages/mmposenc``, tested in a fresh environment). For an editable install
 (``pip install -e .``, PEP 660) mmengine's answer is wrong: the distribution metadata sits in
 site-packages while the code stays in the source tree, so ``site-packages/mmposenc`` does not
-exist. Every other package goes to mmengine's function unchanged.
+exist. Every other package goes to mmengine's function unchanged. It also makes an
+``mmposenc::`` base load exactly as the same file named by path: mmengine would stamp
+``_scope_='mmposenc'`` on the base's dicts, and the host types they name would then be looked up
+in mmposenc's registries (:func:`register_base_scope`, and the comment above it).
 
 When it runs. The table must be filled before a config with an ``mmposenc::`` base is parsed,
 and ``custom_imports`` in that config cannot do it (mmengine resolves ``_base_`` before it
