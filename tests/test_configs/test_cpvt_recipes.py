@@ -1,5 +1,6 @@
 """The resolved recipes of the CPVT-family configs are the papers': CPVT's ImageNet setting ([E]
-Table 13, [L] Table 10: no gradient clipping, LAMB for CPVT-B), PVT's Semantic FPN schedule, an
+Table 13, [L] Table 10: no gradient clipping, LAMB for CPVT-B), PVT's ImageNet setting for the
+PVT + PEG classifiers ([L] §4.6), PVT's Semantic FPN schedule, an
 ImageNet-initialised backbone in every dense config, and the ablation configs do what their
 names say."""
 import glob
@@ -57,6 +58,53 @@ def test_cpvt_imagenet_recipe_is_deits_without_clipping(path):
     assert (pipeline['RandAugment'].magnitude_level, pipeline['RandAugment'].magnitude_std) == \
         (9, 0.5)
     assert pipeline['RandomErasing'].erase_prob == 0.25
+
+
+PVT_IN1K = sorted(glob.glob(osp.join(CFG, 'pvt_peg', 'pvt-*_in1k.py')))
+# PVT v1's own recipe per size (whai362/PVT classification/configs/pvt/pvt_{tiny,small,medium}.py:
+# drop_path, clip_grad), which CPVT [L] §4.6 keeps for Table 13 ("the same training settings")
+PVT_SIZE_RECIPE = dict(tiny=(0.1, None), small=(0.1, None), medium=(0.3, 1.0))
+
+
+@pytest.mark.parametrize('path', PVT_IN1K, ids=osp.basename)
+def test_pvt_imagenet_recipe_is_pvts(path):
+    """[L] §4.6 / Table 13 train the PVT rows with PVT's settings (whai362/PVT main.py and its
+    configs/pvt/*.py, DeiT's recipe): 300 epochs, batch 8 x 128, AdamW lr 5e-4 * 1024 / 512,
+    weight decay 0.05, 5 warm-up epochs + cosine, label smoothing 0.1, repeated augmentation,
+    Mixup 0.8, CutMix 1.0, RandAugment 9/0.5, random erasing 0.25; stochastic depth 0.1 / 0.1
+    / 0.3 and gradient clipping none / none / max norm 1.0 for T / S / M (mmpretrain's Twins
+    config, the base, clips at 5 and has no repeated augmentation)."""
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import init_default_scope
+    init_default_scope('mmpretrain')
+    cfg = _load(path)
+    size = cfg.model.backbone.arch
+    drop_path, clip = PVT_SIZE_RECIPE[size]
+    assert cfg.model.backbone.drop_path_rate == drop_path
+    wrapper = build_optim_wrapper(torch.nn.Linear(2, 2), cfg.optim_wrapper)
+    if clip is None:
+        assert cfg.optim_wrapper.get('clip_grad') is None and not wrapper.clip_grad_kwargs
+    else:
+        assert wrapper.clip_grad_kwargs == dict(max_norm=clip)
+    opt = cfg.optim_wrapper.optimizer
+    batch = cfg.train_dataloader.batch_size * int(re.search(r'_(\d+)xb', path).group(1))
+    assert batch == 1024 == cfg.auto_scale_lr.base_batch_size
+    assert opt.type == 'AdamW' and opt.weight_decay == 0.05
+    assert opt.lr == pytest.approx(5e-4 * batch / 512)
+    assert cfg.train_cfg.max_epochs == 300
+    warmup, cosine = cfg.param_scheduler
+    assert warmup.type == 'LinearLR' and warmup.end == 5 and warmup.start_factor == 1e-3
+    assert cosine.type == 'CosineAnnealingLR' and cosine.begin == 5 and cosine.eta_min == 1e-5
+    assert cosine.get('end', 300) == 300
+    assert cfg.train_dataloader.sampler.type == 'RepeatAugSampler'
+    assert cfg.model.head.loss.label_smooth_val == 0.1
+    assert [(a.type, a.alpha) for a in cfg.model.train_cfg.augments] == [('Mixup', 0.8),
+                                                                         ('CutMix', 1.0)]
+    pipeline = {t.type: t for t in cfg.train_dataloader.dataset.pipeline}
+    assert (pipeline['RandAugment'].magnitude_level, pipeline['RandAugment'].magnitude_std) == \
+        (9, 0.5)
+    assert pipeline['RandomErasing'].erase_prob == 0.25
+    assert not any(h.type == 'EMAHook' for h in cfg.get('custom_hooks', []))
 
 
 def test_cpvt_base_lamb_step_does_not_clip():

@@ -149,6 +149,34 @@ def test_ablation_options_build_in_the_config(options):
     assert torch.isfinite(losses['loss'])
 
 
+def test_deit_tiny_ppe_recipe_is_deits():
+    """PerViT Table 2 adds Phi_p to the DeiT baseline and follows DeiT's recipe (Sec. 4, App. F;
+    DeiT Table 9 = the DeiT column of Table A6): no gradient clipping, 5 warm-up epochs from
+    1e-6, repeated augmentation, stochastic depth 0.1, lr 5e-4 * 1024 / 512, batch 1024, 300
+    epochs, weight decay 0.05, no EMA. mmpretrain's DeiT-T config, the base, differs in the
+    first four (clip 5, 20 warm-up epochs, DefaultSampler, no drop path)."""
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import init_default_scope
+    cfg = load(osp.join(REPO, 'configs', 'pervit', 'deit-tiny-ppe_4xb256_in1k.py'))
+    init_default_scope('mmpretrain')
+    assert cfg.optim_wrapper.get('clip_grad') is None
+    assert not build_optim_wrapper(torch.nn.Linear(2, 2), cfg.optim_wrapper).clip_grad_kwargs
+    assert cfg.train_dataloader.sampler.type == 'RepeatAugSampler'
+    assert cfg.model.backbone.drop_path_rate == 0.1
+    opt = cfg.optim_wrapper.optimizer
+    assert cfg.train_dataloader.batch_size * 4 == 1024 == cfg.auto_scale_lr.base_batch_size
+    assert opt.type == 'AdamW' and opt.lr == pytest.approx(1e-3) and opt.weight_decay == 0.05
+    assert cfg.train_cfg.max_epochs == 300
+    assert cfg.model.head.loss.label_smooth_val == 0.1
+    assert not any(h.type == 'EMAHook' for h in cfg.get('custom_hooks', []))
+    warm, cosine = cfg.param_scheduler
+    assert warm.end == cosine.begin == 5 and cosine.get('end') in (None, 300)
+    cosine.end = cfg.train_cfg.max_epochs  # what the Runner sets for an open end
+    lrs = _epoch_lrs(cfg, [0, 5, 299])
+    assert lrs[0] == pytest.approx(1e-6) and lrs[5] == pytest.approx(1e-3)
+    assert lrs[299] == pytest.approx(1e-5, abs=1e-6)
+
+
 def test_deit_tiny_ppe_size_stated_in_the_readme():
     """configs/pervit/README.md: DeiT-T + PPE has 5.74M parameters, 0.02M of them Phi_p (Table
     2 of the paper gives no size)."""
