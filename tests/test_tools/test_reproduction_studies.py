@@ -8,6 +8,7 @@ import gzip
 import importlib
 import json
 import os.path as osp
+import subprocess
 import sys
 
 import numpy as np
@@ -100,6 +101,11 @@ def test_study_quick_mode_end_to_end(tmp_path, fake_fmnist, script):
     rec = json.loads((out / 'runs' / f'{all_variants[0]}__seed1.json').read_text())
     assert rec['seed'] == 1 and all(0 <= a <= 100 for a in rec['acc'].values())
     assert rec['train_cpu_s'] > 0 and 'loadavg_1m_start' in rec
+    # the code that produced the run (docs/reproductions.md cites it per table)
+    head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=REPO, capture_output=True, text=True)
+    if head.returncode == 0:
+        assert rec['code']['commit'] == head.stdout.strip()
+        assert isinstance(rec['code']['uncommitted_changes'], bool)
     if script == 'pervit_phi_p':  # "fixed": Phi_p's parameters are not trained
         fixed = json.loads((out / 'runs' / 'peripheral-fixed__seed0.json').read_text())
         trained = json.loads((out / 'runs' / 'peripheral-trained__seed0.json').read_text())

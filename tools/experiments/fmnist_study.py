@@ -31,6 +31,7 @@ import math
 import os
 import os.path as osp
 import platform
+import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
@@ -303,6 +304,25 @@ def machine_state() -> dict:
                 python=platform.python_version())
 
 
+def code_state() -> dict:
+    """The code a run used, recorded with every run: the commit of this checkout and whether
+    ``mmposenc/`` or ``tools/experiments/`` differ from it (uncommitted changes). Without git
+    or a history both are None."""
+    root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+    def git(*cmd):
+        try:
+            out = subprocess.run(['git', *cmd], cwd=root, capture_output=True, text=True,
+                                 timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git('rev-parse', 'HEAD')
+    changes = git('status', '--porcelain', '--', 'mmposenc', 'tools/experiments')
+    return dict(commit=commit, uncommitted_changes=None if changes is None else bool(changes))
+
+
 def quiet_mmengine() -> None:
     """Silence mmengine's per-parameter ``init_weights`` log (INFO) for the many builds."""
     import logging
@@ -360,6 +380,7 @@ def run_study(builders: Dict[str, Callable[[int], nn.Module]], args,
     todo = [(v, s) for v in args.variants for s in args.seeds
             if args.overwrite or not osp.exists(run_path(args.out_dir, v, s))]
     data = load_data(args) if todo and not args.report_only else None
+    code = code_state() if data is not None else None  # the modules are imported by now
     if data is not None:
         print(f'[{log_name}] train {tuple(data[0].shape)}, test {tuple(data[2].shape)}; '
               f'{len(todo)} runs to do', flush=True)
@@ -379,6 +400,7 @@ def run_study(builders: Dict[str, Callable[[int], nn.Module]], args,
                    model_info=model_info or {},
                    loadavg_1m_start=state0['loadavg_1m'],
                    loadavg_1m_end=machine_state()['loadavg_1m'], machine=state0,
+                   code=code,
                    settings=dict(train_size=args.train_size, test_size=args.test_size,
                                  epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                                  weight_decay=args.weight_decay, train_res=args.train_res,
