@@ -66,3 +66,28 @@ def weight_decay_of(model, optim_wrapper_cfg):
     id_to_name = {id(p): n for n, p in model.named_parameters()}
     return {id_to_name[id(p)]: group['weight_decay']
             for group in wrapper.optimizer.param_groups for p in group['params']}
+
+
+#: What mmposenc adds to a host's config without changing what is trained: the dataset check
+#: (``mmposenc.Checked<HostDataset>``, the host's dataset plus a check of the data when it is
+#: built) and the optimizer constructor that logs one line per rule
+#: (``mmposenc.SummaryOptimWrapperConstructor``: mmengine's parameter groups exactly, tested in
+#: tests/test_engine/test_optim_constructor.py).
+CHECKED_PREFIX = 'mmposenc.Checked'
+SUMMARY_CONSTRUCTOR = 'mmposenc.SummaryOptimWrapperConstructor'
+
+
+def as_host(value):
+    """A plain copy of a config value as the host would write it: no ``_scope_`` keys, the
+    dataset check's types mapped back to the host's dataset and our optimizer constructor
+    dropped, so that a shipped config compares equal to the host config it extends."""
+    if isinstance(value, dict):
+        out = {k: as_host(v) for k, v in value.items() if k != '_scope_'}
+        if isinstance(out.get('type'), str) and out['type'].startswith(CHECKED_PREFIX):
+            out['type'] = out['type'][len(CHECKED_PREFIX):]
+        if out.get('constructor') == SUMMARY_CONSTRUCTOR:
+            del out['constructor']
+        return out
+    if isinstance(value, (list, tuple)):
+        return [as_host(v) for v in value]
+    return value

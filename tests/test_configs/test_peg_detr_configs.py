@@ -6,6 +6,7 @@ import glob
 import os.path as osp
 
 import pytest
+from peg_config_utils import as_host
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'peg_detr', '*_coco.py')) +
@@ -33,16 +34,6 @@ def test_all_variants_exist():
                 assert f'deformable-detr-{pe}_{variant}_16xb2-50e_coco.py' in names
 
 
-def _plain(value):
-    """A resolved config value without mmengine's '_scope_' markers (added to values that come
-    from a 'mmdet::' base)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k != '_scope_'}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 DETR_CONFIGS = [p for p in COCO_CONFIGS if osp.basename(p).startswith('detr-')]
 DD_CONFIGS = [p for p in COCO_CONFIGS if osp.basename(p).startswith('deformable-detr-')]
 
@@ -66,10 +57,10 @@ def test_deformable_detr_recipe_is_the_deformable_detr_papers(path):
                          'deformable-detr_r50_16xb2-50e_coco.py'))
     for key in ('optim_wrapper', 'param_scheduler', 'train_cfg', 'auto_scale_lr',
                 'train_dataloader', 'test_dataloader'):
-        assert _plain(cfg[key]) == _plain(ref[key]), key
+        assert as_host(cfg[key]) == as_host(ref[key]), key
     for key in ('num_queries', 'bbox_head', 'train_cfg', 'test_cfg', 'data_preprocessor',
                 'positional_encoding', 'with_box_refine', 'as_two_stage'):
-        assert _plain(cfg.model[key]) == _plain(ref.model[key]), key
+        assert as_host(cfg.model[key]) == as_host(ref.model[key]), key
     # the numbers, for the reader: lr 2e-4, x0.1 at 40 of 50 epochs, 300 queries, focal loss 2
     opt = cfg.optim_wrapper
     assert (opt.optimizer.type, opt.optimizer.lr, opt.optimizer.weight_decay) == \
@@ -131,7 +122,7 @@ def test_algorithm_2_configs_build_paper_masked_pegs(name):
     cfg = _load(osp.join(REPO, 'configs', name))
     base = _load(osp.join(REPO, 'configs', name.replace('algo2-', '')))
     assert cfg.model.peg_cfg.pop('masking') == 'paper'
-    assert _plain(cfg.model) == _plain(base.model)
+    assert as_host(cfg.model) == as_host(base.model)
     cfg = _load(osp.join(REPO, 'configs', name))
     cfg.model.backbone.init_cfg = None
     model = MODELS.build(cfg.model)
