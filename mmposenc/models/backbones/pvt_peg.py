@@ -13,7 +13,33 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG, map_to_tokens, tokens_to_map
+from ..utils.padding_exact import bound_image_shapes, zero_padding
+from ..utils.padding_masks import masks_from_valid_shapes, valid_shapes_of_masks
 from ..utils.pos_embed import resize_pos_embed
+
+#: The masking steps of PVTPEG's padding-exact mode (each can be left out to show it is needed):
+#: zero the padded cells before every patch embedding (``'patch_embed'``), before every PEG
+#: (``'peg'``) and before the spatial-reduction convolution (``'sr_input'``); mask the keys
+#: the image alone does not have (``'keys'``); zero the padded cells of the outputs
+#: (``'outputs'``).
+EXACT_STEPS = frozenset({'patch_embed', 'peg', 'sr_input', 'keys', 'outputs'})
+
+
+def reduced_valid_cells(valid: torch.Tensor, sr_ratio: int) -> torch.Tensor:
+    """Cells of the ``sr_ratio``-reduced key map that an image of ``valid`` cells has alone.
+
+    The reduction is a ``sr_ratio`` x ``sr_ratio`` convolution of stride ``sr_ratio`` without
+    padding, on the map zero-padded up to ``sr_ratio`` when smaller: the image alone has
+    ``max(v, sr) // sr`` key cells per axis. Its last partial block (``v % sr`` cells) gives no
+    key alone, so the batch's key cell that straddles the image border is masked; a map smaller
+    than ``sr`` gives one key made of the image and zeros, which the batch reproduces with its
+    padded cells zeroed.
+
+    Examples:
+        >>> reduced_valid_cells(torch.tensor([[107, 160], [5, 8]]), 8).tolist()
+        [[13, 20], [1, 1]]
+    """
+    return torch.div(valid.clamp_min(sr_ratio), sr_ratio, rounding_mode='floor')
 
 
 class SpatialReductionAttention(BaseModule):
@@ -51,23 +77,43 @@ class SpatialReductionAttention(BaseModule):
             self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
             self.norm = nn.LayerNorm(embed_dims)
 
-    def forward(self, x, hw_shape):
-        """(B, H*W, C) -> (B, H*W, C)."""
+    def forward(self, x, hw_shape, padding_mask=None, steps=EXACT_STEPS):
+        """(B, H*W, C) -> (B, H*W, C).
+
+        Args:
+            x (Tensor): Tokens (B, H*W, C).
+            hw_shape (Sequence[int]): ``(H, W)``.
+            padding_mask (Tensor, optional): Bool (B, H, W), True at the cells that are not
+                the image's (top-left rectangles): the keys are then those of the image alone
+                (:func:`reduced_valid_cells`). Defaults to None.
+            steps (frozenset): The masking steps taken (see :data:`EXACT_STEPS`).
+        """
         B, N, C = x.shape
         d = C // self.num_heads
         q = self.q(x).reshape(B, N, self.num_heads, d).transpose(1, 2)
+        key_mask = padding_mask
         if self.sr_ratio > 1:
             feat = tokens_to_map(x, hw_shape)
+            if 'sr_input' in steps:
+                feat = zero_padding(feat, padding_mask)
             pad_b = max(self.sr_ratio - hw_shape[0], 0)
             pad_r = max(self.sr_ratio - hw_shape[1], 0)
             if pad_b or pad_r:
                 feat = F.pad(feat, (0, pad_r, 0, pad_b))
-            kv_in = self.norm(map_to_tokens(self.sr(feat)))
+            reduced = self.sr(feat)
+            kv_in = self.norm(map_to_tokens(reduced))
+            if padding_mask is not None:
+                key_mask = masks_from_valid_shapes(
+                    reduced_valid_cells(valid_shapes_of_masks(padding_mask), self.sr_ratio).tolist(),
+                    reduced.shape[-2:], x.device)
         else:
             kv_in = x
+        attn_mask = None
+        if key_mask is not None and 'keys' in steps:
+            attn_mask = ~key_mask.flatten(1)[:, None, None, :]
         k, v = self.kv(kv_in).reshape(B, -1, 2, self.num_heads, d).permute(2, 0, 3, 1, 4)
         x = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+            q, k, v, attn_mask=attn_mask, dropout_p=self.attn_drop if self.training else 0.)
         x = x.transpose(1, 2).reshape(B, N, C)
         return self.proj_drop(self.proj(x))
 
@@ -101,8 +147,8 @@ class PVTEncoderLayer(BaseModule):
                        num_fcs=2, ffn_drop=drop_rate, act_cfg=dict(type='GELU'),
                        dropout_layer=dict(type='DropPath', drop_prob=drop_path_rate))
 
-    def forward(self, x, hw_shape):
-        x = x + self.drop_path(self.attn(self.norm1(x), hw_shape))
+    def forward(self, x, hw_shape, padding_mask=None, steps=EXACT_STEPS):
+        x = x + self.drop_path(self.attn(self.norm1(x), hw_shape, padding_mask, steps))
         return self.ffn(self.norm2(x), identity=x)
 
 
@@ -164,6 +210,19 @@ class PVTPEG(BaseModule):
             ``dict(type='LN', eps=1e-6)``.
         final_norm (bool): Normalise the last stage's output (as the
             classifier). Defaults to True.
+        padding_exact (bool): With the image sizes of a padded batch bound by
+            the detector (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`,
+            done by ``ExactPaddingMixin``), every image gets on its
+            ``ceil(img / stride)`` cells the maps it gets alone (zero elsewhere):
+            the padded cells are zeroed before every patch embedding, PEG and
+            spatial-reduction convolution (the zero padding the image alone
+            reads), and the keys the image alone does not have are masked in
+            the attention (the padding, and the reduced cell straddling its
+            border: :func:`reduced_valid_cells`); LayerNorm, the FFN and the
+            queries are per token. Same parameters either way. Needs
+            ``with_pos_embed=False`` (a position embedding resized to the batch
+            grid differs from the image's), ``out_type='featmap'`` and PEGs with
+            one zero-padded stride-1 convolution. Defaults to False.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 
     Examples:
@@ -204,8 +263,22 @@ class PVTPEG(BaseModule):
                  drop_path_rate: float = 0.1,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  final_norm: bool = True,
+                 padding_exact: bool = False,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
+        if padding_exact:
+            refused = [name for name, on in (
+                ('with_pos_embed=True', with_pos_embed),
+                (f'out_type={out_type!r}', out_type != 'featmap'),
+                ('peg_cfg num_layers != 1', peg_cfg.get('num_layers', 1) != 1),
+                ('peg_cfg padding != zeros', peg_cfg.get('padding', 'zeros') != 'zeros'),
+                ('peg_cfg stride != 1', peg_cfg.get('stride', 1) != 1)) if on]
+            if refused:
+                raise ValueError(f'PVTPEG: padding_exact=True does not cover '
+                                 f'{", ".join(refused)}; set padding_exact=False or drop them')
+        self.padding_exact = padding_exact
+        #: The masking steps taken in padding-exact mode (all of :data:`EXACT_STEPS`).
+        self._exact_steps = EXACT_STEPS
         if isinstance(arch, str):
             if arch.lower() not in self.arch_zoo:
                 raise ValueError(f'Arch {arch} is not in default archs {set(self.arch_zoo)}')
@@ -328,13 +401,25 @@ class PVTPEG(BaseModule):
             tuple[Tensor]: (B, C_i, H_i, W_i) maps of the ``out_indices``
             stages (strides 4, 8, 16, 32 for the default patch size); the
             final-normalised class token (B, C) for ``out_type='cls_token'``.
+            In padding-exact mode with image sizes bound, each image's maps on
+            its cells are those of the image alone, zero elsewhere.
         """
         if x.dim() != 4:
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
                              f'got {tuple(x.shape)}')
+        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        steps = self._exact_steps
+        mask = None
         outs = []
         for i in range(self.num_stages):
+            if valid is not None:
+                if 'patch_embed' in steps:  # the image alone reads zeros in a partial patch
+                    x = zero_padding(x, masks_from_valid_shapes(valid, x.shape[-2:], x.device))
+                k = self.patch_embeds[i].projection.stride
+                valid = [(-(-h // k[0]), -(-w // k[1])) for h, w in valid]  # 'corner' padding
             x, hw_shape = self.patch_embeds[i](x)
+            if valid is not None:
+                mask = masks_from_valid_shapes(valid, hw_shape, x.device)
             last = i == self.num_stages - 1
             extra = int(self.with_cls_token and last)
             if extra:
@@ -344,8 +429,10 @@ class PVTPEG(BaseModule):
                                          hw_shape, 'bilinear', extra)
             x = self.drop_after_pos(x)
             for j, block in enumerate(self.stages[i]):
-                x = block(x, hw_shape)
+                x = block(x, hw_shape, mask, steps)
                 if j == 0 and self.with_peg:
+                    if mask is not None and 'peg' in steps:  # its zero padding
+                        x = x.masked_fill(mask.flatten(1)[..., None], 0)
                     x = self.pegs[i](x, hw_shape)
                     hw_shape = self.pegs[i].out_shape(hw_shape)  # padding='none' shrinks it
             if last and self.final_norm:
@@ -355,5 +442,5 @@ class PVTPEG(BaseModule):
                 break
             x = tokens_to_map(x, hw_shape).contiguous()
             if i in self.out_indices:
-                outs.append(x)
+                outs.append(zero_padding(x, mask) if 'outputs' in steps else x)
         return tuple(outs)

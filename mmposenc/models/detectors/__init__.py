@@ -6,6 +6,7 @@ Not imported by :mod:`mmposenc.models`; configs load it with
 from .encoder_pos import (PEG_ENCODERS, DeformableEncoderPosMixin, DetrEncoderPosMixin,
                           EncoderPosMixin, PEGEncoderMixin)
 from .exact_padding import ExactPaddingMixin
+from .padding_exact_resnet import PaddingExactResNet
 from .peg_deformable_detr import PEGDeformableDETR, PEGDeformableDetrTransformerEncoder
 from .peg_detr import PEGDETR, PEGDetrTransformerEncoder
 from .peg_detr_family import PEGDABDETR, PEGDINO, PEGConditionalDETR
@@ -17,5 +18,5 @@ __all__ = [
     'PEGEncoderMixin', 'PEG_ENCODERS', 'PEGDETR', 'PEGDetrTransformerEncoder',
     'PEGDeformableDETR', 'PEGDeformableDetrTransformerEncoder', 'PEGConditionalDETR',
     'PEGDABDETR', 'PEGDINO', 'PEGMSDeformAttnPixelDecoder', 'PaddingAwareMask2FormerHead',
-    'PixelDecoderShapesMixin'
+    'PixelDecoderShapesMixin', 'PaddingExactResNet'
 ]

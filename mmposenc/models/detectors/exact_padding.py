@@ -27,6 +27,7 @@ from mmdet.structures import OptSampleList
 from torch import Tensor
 
 from mmposenc.models.utils.call_state import CallState
+from mmposenc.models.utils.padding_exact import backbone_image_shapes
 from mmposenc.models.utils.padding_masks import feature_padding_masks
 
 #: The data samples of the running ``loss`` / ``predict`` / ``_forward`` call of each detector
@@ -98,9 +99,10 @@ class ExactPaddingMixin:
 
     def extract_feat(self, batch_inputs: Tensor,
                      batch_data_samples: OptSampleList = None) -> Tuple[Tensor]:
-        """Backbone, then neck; a neck with ``takes_padding_masks`` gets the exact masks of
-        the backbone maps (samples from the argument or from the running ``loss`` /
-        ``predict`` / ``_forward``).
+        """Backbone, then neck; a padding-exact backbone gets the image sizes
+        (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`) and a neck with
+        ``takes_padding_masks`` the exact masks of the backbone maps (samples from the
+        argument or from the running ``loss`` / ``predict`` / ``_forward``).
 
         Args:
             batch_inputs (Tensor): (bs, 3, H, W).
@@ -110,13 +112,16 @@ class ExactPaddingMixin:
         Returns:
             tuple[Tensor]: The neck's maps.
         """
-        x = self.backbone(batch_inputs)
+        samples = (batch_data_samples if batch_data_samples is not None else
+                   _CALL_SAMPLES.get(self))
+        # a padding-exact backbone reads the image sizes (others ignore them)
+        shapes = [s.img_shape for s in samples] if padded_batch(samples) else None
+        with backbone_image_shapes(self.backbone, shapes):
+            x = self.backbone(batch_inputs)
         if not self.with_neck:
             return x
         if not getattr(self.neck, 'takes_padding_masks', False):
             return self.neck(x)
-        samples = (batch_data_samples if batch_data_samples is not None else
-                   _CALL_SAMPLES.get(self))
         return self.neck(
             x, padding_masks=self.feature_padding_masks(x, samples, self.backbone_strides))
 

@@ -1,0 +1,87 @@
+"""Padding-exact backbones: the image sizes of a padded batch, passed to the backbone.
+
+A backbone in padding-exact mode gives every image of a padded batch, on the cells the image
+owns (``ceil(img / stride)`` per axis, :mod:`mmposenc.models.utils.padding_masks`), the same
+maps as the image alone. It needs the image sizes, which a host's ``backbone(batch_inputs)``
+does not pass: the detector binds them around that call with :func:`backbone_image_shapes`
+(:class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin` does in
+``extract_feat``), and the backbone reads them with :func:`bound_image_shapes`. The binding is
+local to the running thread / asyncio task (:class:`~mmposenc.models.utils.call_state.CallState`)
+and keyed by the backbone module, so concurrent calls and other models do not see it. Nothing
+bound (a plain ``backbone(x)``, ONNX export, a batch without padding): the backbone runs as
+stock.
+
+Examples:
+    >>> import torch
+    >>> from mmposenc.models.backbones import PVTPEG
+    >>> model = PVTPEG('tiny', out_indices=(0, ), padding_exact=True).eval()
+    >>> img = torch.rand(1, 3, 60, 90)
+    >>> batch = torch.zeros(2, 3, 96, 96)
+    >>> batch[0, :, :60, :90] = img[0]
+    >>> with torch.no_grad(), backbone_image_shapes(model, [(60, 90), (96, 96)]):
+    ...     batched = model(batch)[0]
+    >>> with torch.no_grad():
+    ...     alone = model(img)[0]
+    >>> bool((batched[0, :, :15, :23] - alone[0]).abs().max() < 1e-5)
+    True
+"""
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from .call_state import CallState
+
+Shape = Tuple[int, int]
+
+#: ``(img_h, img_w)`` of each image of the batch a backbone is running on, keyed by the
+#: backbone (bound by the detector around ``backbone(batch_inputs)``).
+_IMAGE_SHAPES = CallState('mmposenc_backbone_image_shapes')
+
+
+@contextmanager
+def backbone_image_shapes(backbone, img_shapes: Optional[Sequence[Sequence[int]]]
+                          ) -> Iterator[None]:
+    """Bind the image sizes of the batch for ``backbone``'s calls within the context.
+
+    Args:
+        backbone (nn.Module): The backbone (the key: only its own forward reads them).
+        img_shapes (Sequence[Sequence[int]], optional): ``(img_h, img_w)`` per image, the
+            part of the batch input that is image (top-left). None binds nothing.
+    """
+    if img_shapes is None:
+        yield
+        return
+    shapes = tuple((int(s[0]), int(s[1])) for s in img_shapes)
+    with _IMAGE_SHAPES.bind(backbone, shapes):
+        yield
+
+
+def bound_image_shapes(backbone, x: Tensor) -> Optional[List[Shape]]:
+    """The image sizes bound for ``backbone``'s running call on the batch input ``x``, or
+    None when nothing is bound, the export runs, or no image is padded.
+
+    Raises:
+        ValueError: The binding does not match ``x`` (another batch size, or an image larger
+            than the batch input).
+    """
+    shapes = _IMAGE_SHAPES.get(backbone)
+    if shapes is None or torch.onnx.is_in_onnx_export():
+        return None
+    H, W = x.shape[-2:]
+    if len(shapes) != x.shape[0] or any(h > H or w > W or h < 1 or w < 1 for h, w in shapes):
+        raise ValueError(f'backbone_image_shapes: the bound image sizes {shapes} do not fit '
+                         f'the batch input {tuple(x.shape)}: bind one (h, w) <= (H, W) per '
+                         'image of the batch passed to the backbone')
+    if all(h == H and w == W for h, w in shapes):
+        return None
+    return list(shapes)
+
+
+def zero_padding(x: Tensor, mask: Optional[Tensor], value: float = 0.) -> Tensor:
+    """``x`` (B, C, h, w) with the cells where ``mask`` (bool (B, h, w), True = padded) is
+    True set to ``value``; ``x`` itself when ``mask`` is None."""
+    if mask is None:
+        return x
+    return x.masked_fill(mask[:, None], value)
