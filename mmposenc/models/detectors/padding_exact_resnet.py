@@ -111,12 +111,12 @@ class PaddingExactResNet(ResNet):
         >>> import torch
         >>> from mmposenc.models.utils.padding_exact import backbone_image_shapes
         >>> model = PaddingExactResNet(depth=18, out_indices=(3, )).eval()
-        >>> batch = torch.zeros(2, 3, 96, 96)
+        >>> batch = torch.zeros(2, 3, 128, 128)
         >>> batch[0, :, :70, :90] = torch.rand(3, 70, 90)
-        >>> with torch.no_grad(), backbone_image_shapes(model, [(70, 90), (96, 96)]):
-        ...     out = model(batch)[0]
-        >>> out.shape, bool(out[0, :, 3:].abs().max() == 0)
-        (torch.Size([2, 512, 3, 3]), True)
+        >>> with torch.no_grad(), backbone_image_shapes(model, [(70, 90), (128, 128)]):
+        ...     out = model(batch)[0]  # image 0 owns ceil(70 / 32) x ceil(90 / 32) cells
+        >>> out.shape, bool((out[0, :, 3:] == 0).all() and (out[0, :, :, 3:] == 0).all())
+        (torch.Size([2, 512, 4, 4]), True)
     """
 
     def __init__(self, *args, padding_exact: bool = True, **kwargs) -> None:
