@@ -17,7 +17,6 @@ class, without an error) both fail.
 mmposenc.utils.config_package.register_base_scope is what makes them pass: an ``mmposenc::``
 base is loaded as the same file by path, without mmengine's ``_scope_='mmposenc'`` stamps.
 """
-import functools
 import glob
 import os.path as osp
 
@@ -49,29 +48,10 @@ def user_project(tmp_path_factory):
 
 
 @pytest.fixture(scope='module', autouse=True)
-def _memoized_package_lookups():
-    """Memoize what mmengine re-reads from the installed packages for every ``pkg::`` base.
-
-    For each ``mmdet::`` / ``mmposenc::`` ... base of each config it parses, mmengine reloads
-    ``pkg_resources`` (``is_installed``) and reads the package's whole model index (mmdet: ~100
-    metafiles, ~0.3 s). Both depend only on the installed files, so each is read once here;
-    the config loading itself (mmposenc's registration included) is mmengine's, unchanged.
-    """
-    import mmposenc  # noqa: F401  (registers mmposenc:: with mmengine's Config, as the hook does)
-    from mmengine.config import config as config_module
-    from mmengine.config import utils as config_utils
-
-    def memo_yaml(load):  # mmengine only reads the loaded metafiles: no copies needed
-        cached = functools.lru_cache(maxsize=None)(load)
-        return lambda file, *args, **kwargs: (
-            cached(file) if not args and not kwargs and str(file).endswith('.yml')
-            else load(file, *args, **kwargs))
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config_module, 'is_installed',
-                   functools.lru_cache(maxsize=None)(config_module.is_installed))
-        mp.setattr(config_utils, 'load', memo_yaml(config_utils.load))
-        yield
+def _registered():
+    """mmposenc registers ``mmposenc::`` with mmengine's Config, as the startup hook does.
+    (mmengine's package lookups are memoized for the session: tests/conftest.py.)"""
+    import mmposenc  # noqa: F401
 
 
 def _load_pair(user_project, rel, body='', prefix=''):

@@ -1,5 +1,6 @@
-"""PEGDeformableDETR: 'sine' = stock mmdet bit for bit (plain, refine, two-stage); the PEG
-modes on padded and unpadded (no-mask) batches; losses; errors."""
+"""PEGDeformableDETR: 'sine' = stock mmdet bit for bit with box refinement and two-stage; the PEG
+modes on padded and unpadded (no-mask) batches; losses; errors. (The plain model's 'sine', the
+PEGs' masks on the no-mask path and in every mode: test_encoder_pos_models.py.)"""
 import copy
 
 import pytest
@@ -41,13 +42,13 @@ def _flat(x):
     return []
 
 
-@pytest.mark.parametrize('variant,shapes', [
-    ('plain', MULTIPLES), ('refine', MULTIPLES), ('two-stage', MULTIPLES), ('plain', SAME)
-], ids=['plain-padded', 'refine-padded', 'two-stage-padded', 'plain-no-mask'])
+@pytest.mark.parametrize('variant,shapes', [('refine', MULTIPLES), ('two-stage', MULTIPLES)],
+                         ids=['refine-padded', 'two-stage-padded'])
 def test_sine_is_bit_identical_to_mmdet(variant, shapes):
     """Padded batches whose size is a multiple of every stride (mmdet's nearest-interpolated
-    masks are exact there; elsewhere ours differ on purpose: test_exact_padding.py) and the
-    no-mask path."""
+    masks are exact there; elsewhere ours differ on purpose: test_exact_padding.py), for the
+    box-refine and two-stage variants. (The plain model, padded and on the no-mask path:
+    test_encoder_pos_models.py::test_sine_is_bit_identical_to_stock.)"""
     torch.manual_seed(0)
     stock = build(deformable_detr_cfg(**VARIANTS[variant]))
     ours = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='sine',
@@ -122,25 +123,6 @@ def test_encoder_output_is_padding_invariant(encoder_pos):
                     got = m[i].view(s * H, s * W, -1)[:s * h, :s * w]
                     worst = max(worst, (got - a[0].view(s * h, s * w, -1)).abs().max().item())
     assert worst <= 1e-5
-
-
-def test_no_mask_path_passes_none_to_the_pegs(monkeypatch):
-    """Same-size images: mmdet builds no masks, and the PEGs get key_padding_mask=None."""
-    model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='peg'))
-    seen = []
-    peg = model.encoder.pegs[0]
-    original = peg.forward
-
-    def spy(x, spatial_shapes, level_start_index=None, key_padding_mask=None):
-        seen.append(key_padding_mask)
-        return original(x, spatial_shapes, level_start_index, key_padding_mask)
-
-    monkeypatch.setattr(peg, 'forward', spy)
-    run_modes(model, SAME)
-    assert seen and all(m is None for m in seen)
-    seen.clear()
-    run_modes(model, SHAPES)
-    assert seen and all(m is not None and m.any() for m in seen)
 
 
 def test_peg_mode_skips_sine_and_keeps_level_embed():

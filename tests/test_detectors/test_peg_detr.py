@@ -1,5 +1,6 @@
-"""PEGDETR: 'sine' = stock mmdet bit for bit; encoder padding invariance (every encoder_pos);
-modes; losses."""
+"""PEGDETR: encoder padding invariance on random small sizes (every encoder_pos); modes;
+losses; decoder_pos. ('sine' = stock mmdet bit for bit, the state dict, gradients of the PEGs:
+test_encoder_pos_models.py, over every model with the switch.)"""
 import copy
 
 import pytest
@@ -24,29 +25,6 @@ def run_modes(model, shapes, seed=0, num_items=None):
     data = model.data_preprocessor(copy.deepcopy(packed), True)
     losses = model(**data, mode='loss')
     return tensors, losses, preds
-
-
-@pytest.mark.parametrize('shapes', [[(3, 96, 64), (3, 64, 128)], [(3, 72, 72), (3, 72, 72)]],
-                         ids=['padded', 'no-mask'])
-def test_sine_is_bit_identical_to_mmdet(shapes):
-    """A padded batch of 96 x 128 (a multiple of the stride 32: mmdet's nearest-interpolated
-    mask is exact there; elsewhere ours differs on purpose: test_exact_padding.py) and the
-    no-mask path."""
-    torch.manual_seed(0)
-    stock = build(detr_cfg())
-    ours = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='sine', decoder_pos='sine'))
-    assert set(stock.state_dict()) == set(ours.state_dict())
-    ours.load_state_dict(stock.state_dict(), strict=True)
-    t_stock, l_stock, p_stock = run_modes(stock, shapes)
-    t_ours, l_ours, p_ours = run_modes(ours, shapes)
-    for a, b in zip(t_stock, t_ours):
-        assert torch.equal(a, b)
-    assert l_stock.keys() == l_ours.keys()
-    for key in l_stock:
-        assert torch.equal(l_stock[key], l_ours[key]), key
-    for a, b in zip(p_stock, p_ours):
-        assert torch.equal(a.pred_instances.bboxes, b.pred_instances.bboxes)
-        assert torch.equal(a.pred_instances.scores, b.pred_instances.scores)
 
 
 @pytest.mark.parametrize('encoder_pos', ENCODER_POS)
@@ -107,14 +85,10 @@ def test_empty_gt_zero_box_losses_positive_cls():
     assert losses['loss_cls'] > 0 and losses['loss_bbox'] > 0 and losses['loss_iou'] > 0
 
 
-def test_peg_gets_gradient_and_decoder_none_uses_zero_key_pos():
+def test_decoder_none_uses_zero_key_pos():
+    """decoder_pos='none' differs from 'sine' only through the memory positions. (That the
+    PEGs get gradients: test_encoder_pos_models.py::test_gradients_reach_every_peg_parameter.)"""
     torch.manual_seed(5)
-    model = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='peg'))
-    _, losses, _ = run_modes(model, SHAPES, num_items=[2, 1])
-    sum(v for k, v in losses.items() if 'loss' in k).backward()
-    for name, p in model.encoder.pegs.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, name
-    # decoder_pos='none' differs from 'sine' only through the memory positions
     sine = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='peg', decoder_pos='sine'))
     none = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='peg', decoder_pos='none'))
     none.load_state_dict(sine.state_dict())
@@ -123,22 +97,11 @@ def test_peg_gets_gradient_and_decoder_none_uses_zero_key_pos():
     assert not torch.equal(t_sine[0], t_none[0])
 
 
-def test_state_dict_is_stock_plus_pegs():
-    stock = build(detr_cfg())
-    ours = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='sine+peg', peg_after=(-1, 1)))
-    extra = set(ours.state_dict()) - set(stock.state_dict())
-    assert set(stock.state_dict()) <= set(ours.state_dict())
-    assert extra and all(k.startswith(('encoder.pegs.0.', 'encoder.pegs.1.')) for k in extra)
-    assert ours.encoder.peg_after == (-1, 1)
-
-
 def test_bad_config_raises():
-    with pytest.raises(ValueError, match='encoder_pos'):
-        build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='learned'))
+    """(An unknown encoder_pos and peg_after past the last layer: test_encoder_pos_models.py::
+    test_state_dict_is_stock_plus_pegs_and_bad_config_raises, for every model.)"""
     with pytest.raises(ValueError, match='decoder_pos'):
         build(detr_cfg(type='mmposenc.PEGDETR', decoder_pos='peg'))
-    with pytest.raises(ValueError, match='peg_after'):
-        build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='peg', peg_after=(2, )))
     with pytest.raises(ValueError, match='peg_after'):
         build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='peg', peg_after=(-2, )))
     model = build(detr_cfg(type='mmposenc.PEGDETR', encoder_pos='peg'))
