@@ -2,12 +2,94 @@
 from typing import Optional, Sequence, Union
 
 import torch
+import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import BaseModule, ModuleList
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG, tokens_to_map
+from ..utils.padding_exact import bound_image_shapes, zero_padding
+from ..utils.padding_masks import masks_from_valid_shapes
+
+#: The masking steps of SwinPEG's padding-exact mode (each can be left out to show it is needed):
+#: zero the padded cells before the patch embedding (``'patch_embed'``), every PEG (``'peg'``),
+#: every window attention (``'window_input'``: the zeros the image alone pads its windows
+#: with) and every patch merging (``'downsample'``); mask the keys beyond the image's own
+#: window-padded extent (``'keys'``); zero the padded cells of the outputs (``'outputs'``).
+EXACT_STEPS = frozenset({'patch_embed', 'peg', 'window_input', 'downsample', 'keys',
+                         'outputs'})
+#: Added to the logits of masked keys: exp(-1e4) is 0 in float32 and float64, so a masked key
+#: adds exactly nothing to the softmax (mmpretrain's -100 for the shift regions does not).
+MASKED = -1e4
+
+
+def _ceil_to(v: int, m: int) -> int:
+    return -(-v // m) * m
+
+
+def exact_window_attention(attn, query: torch.Tensor, hw_shape, valid, steps=EXACT_STEPS):
+    """mmpretrain's ``ShiftWindowMSA.forward`` for a padded batch, giving each image what it
+    gets alone.
+
+    Alone, an image of ``v`` cells is zero-padded to ``ceil(v / w) * w`` (window ``w``), its
+    windows (shifted or not) are those of the grid clipped to that extent, and the zero
+    padding tokens are keys (stock Swin does not mask them). In the batch the same windows
+    hold the same image tokens; the batch's padded cells up to the image's extent are set to
+    zero (its window padding) and the keys beyond the extent masked, so each image query sees
+    exactly its keys alone, whose zero tokens included: stock Swin's result, unchanged.
+
+    Args:
+        attn (ShiftWindowMSA): The block's attention (mmpretrain).
+        query (Tensor): (B, H*W, C), after ``norm1``.
+        hw_shape (tuple[int, int]): ``(H, W)``.
+        valid (list[tuple[int, int]]): The image's cells per image.
+        steps (frozenset): The masking steps taken (see :data:`EXACT_STEPS`).
+
+    Returns:
+        Tensor: (B, H*W, C).
+    """
+    B, L, C = query.shape
+    H, W = hw_shape
+    ws, shift = attn.window_size, attn.shift_size
+    if min(H, W) == ws and not attn.pad_small_map:
+        shift = 0
+    query = query.view(B, H, W, C)
+    if 'window_input' in steps:
+        query = query.masked_fill(masks_from_valid_shapes(valid, (H, W), query.device)[..., None],
+                                  0)
+    pad_r, pad_b = (ws - W % ws) % ws, (ws - H % ws) % ws
+    query = F.pad(query, (0, 0, 0, pad_r, 0, pad_b))
+    Hp, Wp = query.shape[1], query.shape[2]
+    outside = masks_from_valid_shapes([(_ceil_to(h, ws), _ceil_to(w, ws)) for h, w in valid],
+                                      (Hp, Wp), query.device)
+    if shift > 0:
+        query = torch.roll(query, shifts=(-shift, -shift), dims=(1, 2))
+        outside = torch.roll(outside, shifts=(-shift, -shift), dims=(1, 2))
+    windows = attn.window_partition(query, ws).view(-1, ws**2, C)  # image-major (B * nW)
+    mask = attn.get_attn_mask((Hp, Wp), window_size=ws, shift_size=shift, device=query.device)
+    if 'keys' in steps:
+        keys = attn.window_partition(outside[..., None].to(query.dtype), ws).view(-1, 1, ws**2)
+        keys = (keys * MASKED).expand(-1, ws**2, -1)
+        mask = keys if mask is None else keys + mask.repeat(B, 1, 1)
+    elif mask is not None:
+        mask = mask.repeat(B, 1, 1)
+    # one mask per window of every image: WindowMSA adds a (nW', N, N) mask to (B_ / nW')
+    # groups of windows, here one group
+    out = attn.w_msa(windows, mask=mask).view(-1, ws, ws, C)
+    x = attn.window_reverse(out, Hp, Wp, ws)
+    if shift > 0:
+        x = torch.roll(x, shifts=(shift, shift), dims=(1, 2))
+    x = x[:, :H, :W, :].contiguous().view(B, H * W, C)
+    return attn.drop(x)
+
+
+def exact_swin_block(block, x: torch.Tensor, hw_shape, valid, steps=EXACT_STEPS):
+    """mmpretrain's ``SwinBlock.forward`` with :func:`exact_window_attention` (LayerNorms, the
+    FFN and the residual sums are per token)."""
+    identity = x
+    x = exact_window_attention(block.attn, block.norm1(x), hw_shape, valid, steps) + identity
+    return block.ffn(block.norm2(x), identity=x)
 
 
 def _swin_block_sequence_cls():
@@ -47,6 +129,15 @@ class SwinPEG(BaseModule):
         drop_rate (float): Dropout after the patch embedding. Defaults to 0.
         drop_path_rate (float): Stochastic depth. Defaults to 0.1.
         norm_cfg (dict): Output norms. Defaults to ``dict(type='LN')``.
+        padding_exact (bool): With the image sizes of a padded batch bound by
+            the detector (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`,
+            done by ``ExactPaddingMixin``), every image gets on its
+            ``ceil(img / stride)`` cells the maps it gets alone from stock Swin
+            (zero elsewhere): padded cells zeroed before the patch embedding,
+            every PEG, window attention and patch merging, and in the windows
+            the keys beyond the image's own window-padded extent masked
+            (:func:`exact_window_attention`). Same parameters either way. Needs
+            PEGs with one zero-padded stride-1 convolution. Defaults to False.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 
     Examples:
@@ -76,8 +167,20 @@ class SwinPEG(BaseModule):
                  drop_rate: float = 0.,
                  drop_path_rate: float = 0.1,
                  norm_cfg: dict = dict(type='LN'),
+                 padding_exact: bool = False,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
+        if padding_exact:
+            refused = [name for name, on in (
+                ('peg_cfg num_layers != 1', peg_cfg.get('num_layers', 1) != 1),
+                ('peg_cfg padding != zeros', peg_cfg.get('padding', 'zeros') != 'zeros'),
+                ('peg_cfg stride != 1', peg_cfg.get('stride', 1) != 1)) if on]
+            if refused:
+                raise ValueError(f'SwinPEG: padding_exact=True does not cover '
+                                 f'{", ".join(refused)}; set padding_exact=False or drop them')
+        self.padding_exact = padding_exact
+        #: The masking steps taken in padding-exact mode (all of :data:`EXACT_STEPS`).
+        self._exact_steps = EXACT_STEPS
         if isinstance(arch, str):
             if arch.lower() not in self.arch_zoo:
                 raise ValueError(f'Arch {arch} is not in default archs {set(self.arch_zoo)}')
@@ -134,6 +237,9 @@ class SwinPEG(BaseModule):
         if x.dim() != 4:
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
                              f'got {tuple(x.shape)}')
+        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        if valid is not None:
+            return self._exact_forward(x, valid)
         x, hw_shape = self.patch_embed(x)
         x = self.drop_after_pos(x)
         outs = []
@@ -148,4 +254,36 @@ class SwinPEG(BaseModule):
                 outs.append(tokens_to_map(out, hw_shape).contiguous())
             if stage.downsample is not None:
                 x, hw_shape = stage.downsample(x, hw_shape)
+        return tuple(outs)
+
+    def _exact_forward(self, x: torch.Tensor, valid):
+        """:meth:`forward` of a padded batch whose images own ``valid`` pixels each."""
+        steps = self._exact_steps
+
+        def zero_tokens(tokens, mask):
+            return tokens.masked_fill(mask.flatten(1)[..., None], 0)
+
+        if 'patch_embed' in steps:
+            x = zero_padding(x, masks_from_valid_shapes(valid, x.shape[-2:], x.device))
+        k = self.patch_embed.projection.stride
+        valid = [(-(-h // k[0]), -(-w // k[1])) for h, w in valid]  # 'corner' padding
+        x, hw_shape = self.patch_embed(x)
+        x = self.drop_after_pos(x)
+        outs = []
+        for i, stage in enumerate(self.stages):
+            mask = masks_from_valid_shapes(valid, hw_shape, x.device)
+            for j, block in enumerate(stage.blocks):
+                x = exact_swin_block(block, x, hw_shape, valid, steps)
+                if j == 0:
+                    if 'peg' in steps:  # its zero padding
+                        x = zero_tokens(x, mask)
+                    x = self.pegs[i](x, hw_shape)
+            if i in self.out_indices:
+                out = tokens_to_map(getattr(self, f'norm{i}')(x), hw_shape).contiguous()
+                outs.append(zero_padding(out, mask) if 'outputs' in steps else out)
+            if stage.downsample is not None:
+                if 'downsample' in steps:  # the 2 x 2 merging pads the image with zeros
+                    x = zero_tokens(x, mask)
+                x, hw_shape = stage.downsample(x, hw_shape)
+                valid = [(-(-h // 2), -(-w // 2)) for h, w in valid]
         return tuple(outs)
