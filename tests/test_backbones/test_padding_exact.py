@@ -17,7 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-from mmposenc.models.backbones import PVTPEG, SwinPEG
+from mmposenc.models.backbones import CPVT, PVTPEG, SwinPEG
+from mmposenc.models.backbones.cpvt import EXACT_STEPS as CPVT_STEPS
 from mmposenc.models.backbones.pvt_peg import EXACT_STEPS as PVT_STEPS
 from mmposenc.models.backbones.swin_peg import EXACT_STEPS as SWIN_STEPS
 from mmposenc.models.utils.padding_exact import backbone_image_shapes
@@ -119,6 +120,14 @@ def small_swin(inputs, **kwargs):
     torch.manual_seed(0)
     model = SwinPEG(dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8]),
                     out_indices=(0, 1, 2, 3), drop_path_rate=0., **kwargs)
+    model.init_weights()
+    return trained_like(model, inputs)
+
+
+def small_cpvt(inputs, **kwargs):
+    torch.manual_seed(0)
+    arch = dict(embed_dims=64, num_layers=3, num_heads=2, feedforward_channels=128)
+    model = CPVT(arch, peg_positions=(0, 1), **kwargs)
     model.init_weights()
     return trained_like(model, inputs)
 
@@ -232,6 +241,41 @@ def test_swin_fails_without_each_step(batch, step, first_stage):
     model._exact_steps = SWIN_STEPS - {step}
     diffs = alone_vs_batched(model, inputs, shapes)
     assert max(diffs[:first_stage], default=0) <= TOL and diffs[first_stage] > 1e-3, diffs
+
+
+@pytest.mark.parametrize('out_type', ['featmap', 'cls_token', 'avg_featmap'])
+def test_cpvt_alone_equals_batched(batch, out_type):
+    """CPVT (stride 16: 426 / 16 = 26.6, a partial patch) with its class token: patch maps,
+    class token and the average over the image's tokens equal the image's alone."""
+    inputs, shapes = batch
+    model = small_cpvt(inputs, out_type=out_type, with_cls_token=True, out_indices=(1, 2),
+                       padding_exact=True)
+    with torch.no_grad():
+        with backbone_image_shapes(model, shapes):
+            batched = model(inputs)
+        for i, (h, w) in enumerate(shapes):
+            alone = model(inputs[i:i + 1, :, :h, :w])
+            for a, b in zip(alone, batched):
+                b = b[i:i + 1]
+                if out_type == 'featmap':
+                    b = b[..., :a.shape[-2], :a.shape[-1]]
+                assert (a - b).abs().max() <= TOL
+    stock_diff = 0.
+    with torch.no_grad():
+        stock = model(inputs)
+        alone = model(inputs[1:, :, :shapes[1][0], :shapes[1][1]])
+        for a, b in zip(alone, stock):
+            b = b[1:] if out_type != 'featmap' else b[1:, :, :a.shape[-2], :a.shape[-1]]
+            stock_diff = max(stock_diff, (a - b).abs().max().item())
+    assert stock_diff > 1e-2
+
+
+@pytest.mark.parametrize('step', ['peg', 'keys'])
+def test_cpvt_fails_without_each_step(batch, step):
+    inputs, shapes = batch
+    model = small_cpvt(inputs, out_type='featmap', out_indices=(0, ), padding_exact=True)
+    model._exact_steps = CPVT_STEPS - {step}
+    assert alone_vs_batched(model, inputs, shapes)[0] > 1e-3
 
 
 @pytest.mark.parametrize('kind', ['pvt', 'swin', 'resnet'])

@@ -13,8 +13,16 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
+from ..utils.padding_exact import bound_image_shapes, zero_padding
+from ..utils.padding_masks import masks_from_valid_shapes
 from ..layers.generators.peg import PEG
 from ..utils.pos_embed import resize_pos_embed  # noqa: F401  (importable from here too)
+
+#: The masking steps of CPVT's padding-exact mode (each can be left out to show it is needed):
+#: zero the padded pixels before the patch embedding (``'patch_embed'``) and the padded tokens
+#: before every PEG (``'peg'``); mask the padded tokens as keys (``'keys'``); zero the padded
+#: cells of the output maps (``'outputs'``).
+EXACT_STEPS = frozenset({'patch_embed', 'peg', 'keys', 'outputs'})
 
 
 class MultiheadSelfAttention(BaseModule):
@@ -45,11 +53,13 @@ class MultiheadSelfAttention(BaseModule):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x, qk_input=None):
+    def forward(self, x, qk_input=None, key_padding_mask=None):
         """(B, N, C) -> (B, N, C).
 
         ``qk_input`` (B, N, C), when given, feeds the query and key projections while ``x``
         feeds the values (the "PEG on Q and K only" ablation of CPVT [L] §5.1).
+        ``key_padding_mask`` (bool (B, N), True = padded), when given, keeps the padded tokens
+        out of every query's keys.
         """
         B, N, C = x.shape
         if qk_input is None:
@@ -65,8 +75,9 @@ class MultiheadSelfAttention(BaseModule):
                 2, 0, 3, 1, 4)
             v = F.linear(x, w[2 * C:], None if b is None else b[2 * C:])
             v = v.reshape(B, N, self.num_heads, C // self.num_heads).transpose(1, 2)
+        attn_mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         x = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+            q, k, v, attn_mask=attn_mask, dropout_p=self.attn_drop if self.training else 0.)
         x = x.transpose(1, 2).reshape(B, N, C)
         return self.proj_drop(self.proj(x))
 
@@ -110,11 +121,12 @@ class TransformerEncoderLayer(BaseModule):
                     if m.bias is not None:
                         nn.init.zeros_(m.bias)
 
-    def forward(self, x, qk_input=None):
+    def forward(self, x, qk_input=None, key_padding_mask=None):
         """``qk_input``: tokens for the queries and keys only (see
-        :meth:`MultiheadSelfAttention.forward`); the values and the residual use ``x``."""
+        :meth:`MultiheadSelfAttention.forward`); the values and the residual use ``x``.
+        ``key_padding_mask``: bool (B, N), True at tokens no query attends to."""
         qk = None if qk_input is None else self.ln1(qk_input)
-        x = x + self.drop_path(self.attn(self.ln1(x), qk))
+        x = x + self.drop_path(self.attn(self.ln1(x), qk, key_padding_mask))
         return self.ffn(self.ln2(x), identity=x)
 
 
@@ -190,6 +202,16 @@ class CPVT(BaseModule):
         norm_cfg (dict): Norm layers. Defaults to
             ``dict(type='LN', eps=1e-6)``.
         final_norm (bool): Normalise the last layer's output. Defaults to True.
+        padding_exact (bool): With the image sizes of a padded batch bound by
+            the detector (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`),
+            every image gets on its ``ceil(img / patch_size)`` cells (and in its
+            class token / average) what it gets alone: padded pixels zeroed
+            before the patch embedding (the image alone pads its partial patch
+            with zeros), padded tokens zeroed before every PEG and masked as keys
+            in every attention, the average over the image's tokens only, the
+            padded cells of the maps zeroed. Needs ``with_pos_embed=False``,
+            ``peg_on='qkv'`` and PEGs with one zero-padded stride-1 convolution.
+            Defaults to False.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 
     Examples:
@@ -234,8 +256,22 @@ class CPVT(BaseModule):
                  qkv_bias: bool = True,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  final_norm: bool = True,
+                 padding_exact: bool = False,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
+        if padding_exact:
+            refused = [name for name, on in (
+                ('with_pos_embed=True', with_pos_embed),
+                (f'peg_on={peg_on!r}', peg_on != 'qkv'),
+                ('peg_cfg num_layers != 1', peg_cfg.get('num_layers', 1) != 1),
+                ('peg_cfg padding != zeros', peg_cfg.get('padding', 'zeros') != 'zeros'),
+                ('peg_cfg stride != 1', peg_cfg.get('stride', 1) != 1)) if on]
+            if refused:
+                raise ValueError(f'CPVT: padding_exact=True does not cover '
+                                 f'{", ".join(refused)}; set padding_exact=False or drop them')
+        self.padding_exact = padding_exact
+        #: The masking steps taken in padding-exact mode (all of :data:`EXACT_STEPS`).
+        self._exact_steps = EXACT_STEPS
         if isinstance(arch, str):
             if arch.lower() not in self.arch_zoo:
                 raise ValueError(f'Arch {arch} is not in default archs {set(self.arch_zoo)}')
@@ -342,14 +378,18 @@ class CPVT(BaseModule):
                                     self.interpolate_mode, self.num_extra_tokens)
         state_dict[name] = ckpt
 
-    def _format_output(self, x, hw_shape):
+    def _format_output(self, x, hw_shape, mask=None):
         if self.out_type == 'cls_token':
             return x[:, 0]
         patch_tokens = x[:, self.num_extra_tokens:]
         if self.out_type == 'avg_featmap':
-            return patch_tokens.mean(dim=1)
+            if mask is None:
+                return patch_tokens.mean(dim=1)
+            valid = (~mask).flatten(1)[..., None].to(x.dtype)  # the image's tokens only
+            return (patch_tokens * valid).sum(1) / valid.sum(1)
         B, _, C = patch_tokens.shape
-        return patch_tokens.reshape(B, *hw_shape, C).permute(0, 3, 1, 2).contiguous()
+        out = patch_tokens.reshape(B, *hw_shape, C).permute(0, 3, 1, 2).contiguous()
+        return zero_padding(out, mask) if 'outputs' in self._exact_steps else out
 
     def _pad_to_patches(self, x: torch.Tensor) -> torch.Tensor:
         """Zero-pad the bottom/right so that the stride-p patch convolution yields
@@ -378,7 +418,18 @@ class CPVT(BaseModule):
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
                              f'got {tuple(x.shape)}')
         B = x.shape[0]
+        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        steps = self._exact_steps
+        mask = key_mask = None
+        if valid is not None and 'patch_embed' in steps:
+            x = zero_padding(x, masks_from_valid_shapes(valid, x.shape[-2:], x.device))
         x, hw_shape = self.patch_embed(self._pad_to_patches(x))
+        if valid is not None:
+            p = self.patch_size
+            mask = masks_from_valid_shapes([(-(-h // p), -(-w // p)) for h, w in valid],
+                                           hw_shape, x.device)
+            if 'keys' in steps:  # the extra tokens are keys of the image alone
+                key_mask = F.pad(mask.flatten(1), (self.num_extra_tokens, 0), value=False)
         if self.with_cls_token:
             x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
         if self.with_pos_embed:
@@ -390,9 +441,13 @@ class CPVT(BaseModule):
         outs = []
         for i in [-1] + list(range(self.num_layers)):
             if i >= 0:
-                x = self.layers[i](x, qk_input)
+                x = self.layers[i](x, qk_input, key_mask)
                 qk_input = None
             if i in pegs:
+                if mask is not None and 'peg' in steps:  # its zero padding
+                    e = self.num_extra_tokens
+                    x = torch.cat((x[:, :e], x[:, e:].masked_fill(mask.flatten(1)[..., None],
+                                                                  0)), 1)
                 if self.peg_on == 'qk':
                     qk_input = pegs[i](x, hw_shape)
                 else:
@@ -403,5 +458,5 @@ class CPVT(BaseModule):
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.ln1(x)
             if i in self.out_indices:
-                outs.append(self._format_output(x, hw_shape))
+                outs.append(self._format_output(x, hw_shape, mask))
         return tuple(outs)
