@@ -111,10 +111,11 @@ def packed(coco128_root):
 
 
 @pytest.mark.parametrize('encoder_pos', ENCODER_POS)
-@pytest.mark.parametrize('kind,type_', [('detr', 'mmposenc.PEGDETR'),
-                                        ('deformable', 'mmposenc.PEGDeformableDETR')])
-def test_image_alone_equals_image_in_a_padded_batch(packed, kind, type_, encoder_pos):
-    model = make_model(kind, type_, encoder_pos)
+def test_image_alone_equals_image_in_a_padded_batch(packed, encoder_pos):
+    """Deformable-DETR with the neck's extra stride-64 level, through ``predict`` (scores, and
+    boxes in pixels). (PEGDETR and the two-level Deformable-DETR, every encoder_pos, on these
+    images: test_encoder_pos_models.py::test_encoder_is_padding_invariant_on_real_images.)"""
+    model = make_model('deformable', 'mmposenc.PEGDeformableDETR', encoder_pos)
     memory, scores, boxes = alone_vs_batched(model, packed)
     assert memory <= 1e-5, memory
     assert scores <= 1e-5 and boxes <= 1e-3, (scores, boxes)  # boxes in pixels
@@ -145,22 +146,22 @@ def test_alone_equals_batched_with_pad_size_divisor_32(packed, kind, type_, enco
     assert scores <= 1e-5 and boxes <= 1e-3, (scores, boxes)
 
 
-def test_the_comparison_fails_with_mmdet_masks_and_neck(packed):
-    """The same harness on mmdet's DETR and Deformable-DETR (nearest-interpolated masks,
-    ChannelMapper), and on ours with mmdet's ChannelMapper: the image in the batch differs."""
-    for kind, type_, encoder_pos, neck in [
-            ('detr', 'DETR', None, None),
-            ('deformable', 'DeformableDETR', None, 'ChannelMapper'),
-            ('deformable', 'mmposenc.PEGDeformableDETR', 'sine', 'ChannelMapper')]:
-        model = make_model(kind, type_, encoder_pos, neck=neck)
-        memory, _, _ = alone_vs_batched(model, packed)
-        assert memory > 1e-3, (type_, neck, memory)  # measured 1.6e-2 .. 5.8e-2
+@pytest.mark.parametrize('kind,type_,encoder_pos,neck,divisor', [
+    ('detr', 'DETR', None, None, 1),
+    ('deformable', 'DeformableDETR', None, 'ChannelMapper', 1),
+    ('deformable', 'mmposenc.PEGDeformableDETR', 'sine', 'ChannelMapper', 1),
     # pad_size_divisor=32 does not save mmdet's Deformable-DETR: the batch (416) is not a
     # multiple of the extra level's stride 64 (measured 5.7e-2)
-    model = make_model('deformable', 'DeformableDETR', neck='ChannelMapper')
-    model.data_preprocessor.pad_size_divisor = 32
+    ('deformable', 'DeformableDETR', None, 'ChannelMapper', 32),
+], ids=['mmdet-detr', 'mmdet-deformable', 'ours-with-mmdet-neck', 'mmdet-deformable-divisor-32'])
+def test_the_comparison_fails_with_mmdet_masks_and_neck(packed, kind, type_, encoder_pos, neck,
+                                                        divisor):
+    """The same harness on mmdet's DETR and Deformable-DETR (nearest-interpolated masks,
+    ChannelMapper), and on ours with mmdet's ChannelMapper: the image in the batch differs."""
+    model = make_model(kind, type_, encoder_pos, neck=neck)
+    model.data_preprocessor.pad_size_divisor = divisor
     memory, _, _ = alone_vs_batched(model, packed)
-    assert memory > 1e-3, memory
+    assert memory > 1e-3, (type_, neck, memory)  # measured 1.6e-2 .. 5.8e-2
 
 
 def test_nearest_interpolated_mask_is_wrong_here_and_ours_exact(packed):
@@ -188,34 +189,34 @@ def test_nearest_interpolated_mask_is_wrong_here_and_ours_exact(packed):
         assert (stock == alone) == (stride == 16), (stride, stock, alone)
 
 
-def test_masks_count_the_cells_of_the_image_alone_through_the_real_backbone_and_neck():
+@pytest.mark.parametrize('variant', ['c4c5+extra', 'dc5'])
+def test_masks_count_the_cells_of_the_image_alone_through_the_real_backbone_and_neck(variant):
     """With the real ResNet and neck (strides 16, 32, extra 64; and DC5), the valid cells of
     each image = the size of its own maps computed alone, for sizes around the multiples."""
     from mmdet.structures import DetDataSample
-    for variant in ('c4c5+extra', 'dc5'):
-        cfg = deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', num_levels=3)
-        cfg['neck'].update(type='mmposenc.MaskedChannelMapper', num_outs=3)
-        if variant == 'dc5':
-            cfg['backbone'].update(out_indices=(3, ), strides=(1, 2, 2, 1),
-                                   dilations=(1, 1, 1, 2))
-            cfg['neck'].update(in_channels=[128], num_outs=2)
-        model = build(cfg).eval()
-        shapes = [(97, 130), (64, 63), (33, 129), (128, 96)]
-        H, W = max(h for h, _ in shapes), max(w for _, w in shapes)
-        samples = []
-        for h, w in shapes:
-            s = DetDataSample()
-            s.set_metainfo(dict(img_shape=(h, w), batch_input_shape=(H, W)))
-            samples.append(s)
-        with torch.no_grad():
-            feats = model.extract_feat(torch.zeros(len(shapes), 3, H, W), samples)
-            masks = model.feature_padding_masks(feats, samples)
-            for i, (h, w) in enumerate(shapes):
-                alone = model.extract_feat(torch.zeros(1, 3, h, w))
-                for m, a in zip(masks, alone):
-                    valid = ((~m[i]).any(1).sum().item(), (~m[i]).any(0).sum().item())
-                    assert valid == tuple(a.shape[-2:]), (variant, (h, w), valid, a.shape)
-                    assert (~m[i]).sum().item() == valid[0] * valid[1]  # a rectangle
+    cfg = deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', num_levels=3)
+    cfg['neck'].update(type='mmposenc.MaskedChannelMapper', num_outs=3)
+    if variant == 'dc5':
+        cfg['backbone'].update(out_indices=(3, ), strides=(1, 2, 2, 1),
+                               dilations=(1, 1, 1, 2))
+        cfg['neck'].update(in_channels=[128], num_outs=2)
+    model = build(cfg).eval()
+    shapes = [(97, 130), (64, 63), (33, 129), (128, 96)]
+    H, W = max(h for h, _ in shapes), max(w for _, w in shapes)
+    samples = []
+    for h, w in shapes:
+        s = DetDataSample()
+        s.set_metainfo(dict(img_shape=(h, w), batch_input_shape=(H, W)))
+        samples.append(s)
+    with torch.no_grad():
+        feats = model.extract_feat(torch.zeros(len(shapes), 3, H, W), samples)
+        masks = model.feature_padding_masks(feats, samples)
+        for i, (h, w) in enumerate(shapes):
+            alone = model.extract_feat(torch.zeros(1, 3, h, w))
+            for m, a in zip(masks, alone):
+                valid = ((~m[i]).any(1).sum().item(), (~m[i]).any(0).sum().item())
+                assert valid == tuple(a.shape[-2:]), (variant, (h, w), valid, a.shape)
+                assert (~m[i]).sum().item() == valid[0] * valid[1]  # a rectangle
 
 
 @pytest.mark.parametrize('kind', ['detr', 'deformable'])
