@@ -240,19 +240,21 @@ print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, cfg.default_sc
 
 
 def test_user_config_inherits_an_mmposenc_config(tmp_path):
-    """Editable install: a config outside the repository inherits ours after `import mmposenc`
-    (what tools/train.py's load_config does first), parsed from a folder outside the repo."""
+    """Editable install: a config outside the repository, parsed from a folder outside the
+    repo, through tools/train.py's loader in a fresh process (load_config imports mmposenc
+    itself, first), and then in the same process with mmengine's Config after
+    `import mmposenc` (what the loader does first). One process: the loader runs before
+    anything of mmposenc is imported, and the plain parse needs only the import."""
     (tmp_path / 'user.py').write_text(USER_CONFIG)
-    code = LOAD.format(imports='import mmposenc')
-    res = _run([sys.executable, *QUIET, '-c', code, 'user.py'], cwd=str(tmp_path))
-    assert res.stdout.split('\n')[0] == \
-        "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']", res.stdout
-    # the same through tools/train.py's loader
     code = (f'import sys; sys.path.insert(0, {osp.join(REPO_ROOT, "tools")!r})\n'
+            "assert 'mmposenc' not in sys.modules\n"
             'from _runner_utils import load_config\n'
-            'cfg = load_config(sys.argv[1]); print(cfg.model.type, cfg.work_dir)')
+            'cfg = load_config(sys.argv[1]); print(cfg.model.type, cfg.work_dir)\n'
+            + LOAD.format(imports='import mmposenc'))
     res = _run([sys.executable, *QUIET, '-c', code, 'user.py'], cwd=str(tmp_path))
-    assert res.stdout.strip() == 'mmposenc.PEGDETR ./work_dirs/user'
+    loader, plain = res.stdout.split('\n')[:2]
+    assert loader.strip() == 'mmposenc.PEGDETR ./work_dirs/user', res.stdout
+    assert plain == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']", res.stdout
 
 
 def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(tmp_path):
@@ -262,18 +264,22 @@ def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(tmp_p
     imports them."""
     (tmp_path / 'user.py').write_text(
         USER_CONFIG + "custom_imports = dict(imports=['mmposenc'], allow_failed_imports=False)\n")
-    res = _run([sys.executable, *QUIET, '-c', LOAD.format(imports=''), 'user.py'],
-               cwd=str(tmp_path), env=_env(MMPOSENC_NO_STARTUP_HOOK='1'), check=False)
-    assert res.returncode != 0
-    assert 'AssertionError: mmengine does not support to load mmposenc config.' in res.stderr
     # inheriting our config by its path needs no import before parsing
     config = osp.join(REPO_ROOT, 'configs', 'peg_detr', 'detr-peg_r50_16xb2-50e_coco.py')
     (tmp_path / 'by_path.py').write_text(USER_CONFIG.replace(
         'mmposenc::peg_detr/detr-peg_r50_16xb2-50e_coco.py', config))
-    res = _run([sys.executable, *QUIET, '-c', LOAD.format(imports=''), 'by_path.py'],
-               cwd=str(tmp_path))
-    assert res.stdout.split('\n')[0] == \
-        "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"
+    # one fresh process: the refusal first (it imports nothing of mmposenc), then by path
+    code = ('import sys\nfrom mmengine.config import Config\ntry:\n'
+            '    Config.fromfile(sys.argv[1])\n    print("parsed")\n'
+            'except Exception as err:\n    print(f"{type(err).__name__}: {err}")\n'
+            "print('mmposenc' in sys.modules)\n"
+            + LOAD.format(imports='sys.argv[1] = sys.argv[2]'))
+    res = _run([sys.executable, *QUIET, '-c', code, 'user.py', 'by_path.py'],
+               cwd=str(tmp_path), env=_env(MMPOSENC_NO_STARTUP_HOOK='1'))
+    refused, imported, loaded = res.stdout.split('\n')[:3]
+    assert refused == 'AssertionError: mmengine does not support to load mmposenc config.'
+    assert imported == 'False'
+    assert loaded == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"
 
 
 def _model_names(root):
@@ -360,23 +366,49 @@ def _copy_source(dst):
             shutil.copy(src, dst)
 
 
+_WHEEL_ENVIRONMENT = {}
+
+
+def wheel_environment(tmp_path_factory):
+    """A throwaway environment with mmposenc installed from its wheel, built once per session
+    and shared with test_startup_hook.py (building and installing the wheel is what both
+    test; each checks its own part of the result): a copy of the source (``src``), the wheel
+    built from it by ``pip wheel`` (``wheel``), a fresh venv without pip or setuptools of its
+    own holding the wheel alone (``python``, its ``site`` folder), and a .pth file that appends
+    this venv's site-packages for the pinned stack (torch, mmcv, mmengine, the hosts, openmim).
+    A plain path in a .pth file adds the folder without running its .pth files, so the
+    editable mmposenc of this venv is not importable there."""
+    if not _WHEEL_ENVIRONMENT:
+        tmp = tmp_path_factory.mktemp('wheel_env')
+        src, dist, venv = str(tmp / 'src'), str(tmp / 'dist'), str(tmp / 'venv')
+        _copy_source(src)
+        _run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation',
+              '--disable-pip-version-check', '-w', dist, src], cwd=str(tmp))
+        wheel, = [osp.join(dist, f) for f in os.listdir(dist) if f.endswith('.whl')]
+        _run([sys._base_executable, '-m', 'venv', '--without-pip', venv], cwd=str(tmp))
+        py = osp.join(venv, 'bin', 'python')
+        _run([sys.executable, '-m', 'pip', '--python', py, 'install', '--no-deps', '--no-index',
+              '--disable-pip-version-check', wheel], cwd=str(tmp))
+        site = _run([py, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+                    cwd=str(tmp)).stdout.strip()
+        with open(osp.join(site, 'pinned_stack.pth'), 'w') as f:
+            f.write(VENV_SITE + '\n')
+        _WHEEL_ENVIRONMENT.update(src=src, wheel=wheel, python=py, site=site)
+    return dict(_WHEEL_ENVIRONMENT)
+
+
 @pytest.mark.slow
-def test_wheel_in_a_fresh_virtual_environment(tmp_path, coco128_root):
+def test_wheel_in_a_fresh_virtual_environment(tmp_path, tmp_path_factory, coco128_root):
     """`pip wheel .` holds the package and .mim/{configs,tools,model-index.yml}; installed
     into a fresh venv it serves `mmposenc::` configs, `mim search` and `mim train`.
 
-    The fresh venv (no pip, no setuptools of its own) gets the wheel alone; a .pth file then
-    appends this venv's site-packages for the pinned stack (torch, mmcv, mmengine, the hosts,
-    openmim). A plain path in a .pth file adds the folder without running its .pth files, so
-    the editable mmposenc of this venv is not importable there: the test checks that mmposenc
-    and its metadata come from the wheel, and that mmengine's own get_installed_path (not our
-    wrapper) finds the installed package.
+    The fresh venv (:func:`wheel_environment`) gets the wheel alone and this venv's
+    site-packages as a plain path: the test checks that mmposenc and its metadata come from
+    the wheel, and that mmengine's own get_installed_path (not our wrapper) finds the
+    installed package.
     """
-    src, dist = str(tmp_path / 'src'), str(tmp_path / 'dist')
-    _copy_source(src)
-    _run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation',
-          '--disable-pip-version-check', '-w', dist, src], cwd=str(tmp_path))
-    wheel, = [osp.join(dist, f) for f in os.listdir(dist) if f.endswith('.whl')]
+    env = wheel_environment(tmp_path_factory)
+    src, wheel, py, site = env['src'], env['wheel'], env['python'], env['site']
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {osp.relpath(osp.join(r, f), src) for r, _, fs in os.walk(osp.join(src, 'configs'))
                for f in fs if f.endswith(('.py', '.yml', '.md'))}
@@ -387,16 +419,6 @@ def test_wheel_in_a_fresh_virtual_environment(tmp_path, coco128_root):
               'mmposenc/.mim/model-index.yml', 'mmposenc/.mim/tools/train.py',
               'mmposenc/.mim/tools/_runner_utils.py', 'mmposenc/.mim/tools/test.py'):
         assert f in names, f
-
-    venv = str(tmp_path / 'venv')
-    _run([sys._base_executable, '-m', 'venv', '--without-pip', venv], cwd=str(tmp_path))
-    py = osp.join(venv, 'bin', 'python')
-    _run([sys.executable, '-m', 'pip', '--python', py, 'install', '--no-deps', '--no-index',
-          '--disable-pip-version-check', wheel], cwd=str(tmp_path))
-    site = _run([py, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
-                cwd=str(tmp_path)).stdout.strip()
-    with open(osp.join(site, 'pinned_stack.pth'), 'w') as f:
-        f.write(VENV_SITE + '\n')
 
     project = tmp_path / 'project'
     project.mkdir()

@@ -25,7 +25,8 @@ import tempfile
 import zipfile
 
 import pytest
-from test_package_install import QUIET, VENV_SITE, _copy_source, _env, _run
+from test_package_install import (QUIET, VENV_SITE, _copy_source, _env, _run,
+                                  wheel_environment)
 
 from conftest import REPO_ROOT
 
@@ -359,27 +360,16 @@ def checkpoints(project):
 @pytest.fixture(scope='module')
 def wheel_python(tmp_path_factory):
     """A throwaway environment with mmposenc installed from its wheel (built from a copy of
-    the source); this environment's site-packages appended as a plain path for the pinned
-    stack (its .pth files, the editable mmposenc's among them, do not run there)."""
-    tmp = tmp_path_factory.mktemp('wheel_env')
-    src, dist, venv = str(tmp / 'src'), str(tmp / 'dist'), str(tmp / 'venv')
-    _copy_source(src)
-    _run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation',
-          '--disable-pip-version-check', '-w', dist, src], cwd=str(tmp))
-    wheel, = [osp.join(dist, f) for f in os.listdir(dist) if f.endswith('.whl')]
-    with zipfile.ZipFile(wheel) as z:
+    the source; shared with test_package_install.py, see its ``wheel_environment``); this
+    environment's site-packages appended as a plain path for the pinned stack (its .pth files,
+    the editable mmposenc's among them, do not run there)."""
+    env = wheel_environment(tmp_path_factory)
+    with zipfile.ZipFile(env['wheel']) as z:
         assert z.read(PTH) == open(osp.join(REPO_ROOT, PTH), 'rb').read()
         assert HOOK + '.py' in z.namelist()
-    _run([sys._base_executable, '-m', 'venv', '--without-pip', venv], cwd=str(tmp))
-    py = osp.join(venv, 'bin', 'python')
-    _run([sys.executable, '-m', 'pip', '--python', py, 'install', '--no-deps', '--no-index',
-          '--disable-pip-version-check', wheel], cwd=str(tmp))
-    site_dir = _run([py, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
-                    cwd=str(tmp)).stdout.strip()
+    site_dir = env['site']
     assert osp.isfile(osp.join(site_dir, PTH)) and osp.isfile(osp.join(site_dir, HOOK + '.py'))
-    with open(osp.join(site_dir, 'pinned_stack.pth'), 'w') as f:
-        f.write(VENV_SITE + '\n')
-    return py
+    return env['python']
 
 
 def _python(request, install):
