@@ -1,10 +1,10 @@
-"""Padding-exact backbones (issue 20, item 1: ResNet, PVTPEG, SwinPEG): on real COCO128 images through mmdet's pipeline
-and DetDataPreprocessor (a 480 x 640 and a 640 x 426 image batched to 640 x 640), every stage's
-map of each image, on its ``ceil(size / stride)`` cells, equals the map of the image alone, with
-trained-like weights (random BatchNorm statistics and affine parameters, random LayerNorm affine
-parameters, non-zero residual norms: freshly initialised norms keep the padded region at zero
-through a CNN and hide every border effect). Each masking step is left out in turn to show that
-the comparison fails without it.
+"""Padding-exact backbones (issue 20, item 1: ResNet, PVTPEG, SwinPEG, CPVT): on real COCO128
+images through mmdet's pipeline and DetDataPreprocessor (a 480 x 640 and a 640 x 426 image
+batched to 640 x 640), every stage's map of each image, on its ``ceil(size / stride)`` cells,
+equals the map of the image alone, with trained-like weights (random norm affine parameters,
+BatchNorm statistics measured on the images then shifted, non-zero residual norms: freshly
+initialised norms keep the padded region at zero through a CNN and hide every border effect).
+Each masking step is left out in turn to show that the comparison fails without it.
 
 The 426 px side is chosen so that every border case occurs: ResNet's max-pool reads beyond the
 image (ceil(426 / 2) = 213 is odd) and so do its stride-2 convolutions (107, 27); PVT's patch

@@ -103,9 +103,8 @@ class SpatialReductionAttention(BaseModule):
             reduced = self.sr(feat)
             kv_in = self.norm(map_to_tokens(reduced))
             if padding_mask is not None:
-                key_mask = masks_from_valid_shapes(
-                    reduced_valid_cells(valid_shapes_of_masks(padding_mask), self.sr_ratio).tolist(),
-                    reduced.shape[-2:], x.device)
+                keys = reduced_valid_cells(valid_shapes_of_masks(padding_mask), self.sr_ratio)
+                key_mask = masks_from_valid_shapes(keys.tolist(), reduced.shape[-2:], x.device)
         else:
             kv_in = x
         attn_mask = None
