@@ -312,8 +312,8 @@ def code_state() -> dict:
 
     def git(*cmd):
         try:
-            out = subprocess.run(['git', *cmd], cwd=root, capture_output=True, text=True,
-                                 timeout=30)
+            out = subprocess.run(['git', '-C', root, *cmd], capture_output=True, text=True,
+                                 timeout=30)  # reads the checkout's git state, writes nothing
         except (OSError, subprocess.SubprocessError):
             return None
         return out.stdout.strip() if out.returncode == 0 else None
