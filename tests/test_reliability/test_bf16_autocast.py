@@ -59,6 +59,8 @@ SMALL = {
     'SinCos2dPE': dict(embed_dims=32, num_heads=2),
     'SwinPEG': dict(arch=dict(embed_dims=16, depths=[1, 1], num_heads=[1, 2]), window_size=4,
                     out_indices=(0, 1), drop_path_rate=0.0),
+    'PaddingExactResNet': dict(depth=18, base_channels=8, num_stages=2, strides=(1, 2),
+                               dilations=(1, 1), out_indices=(0, 1)),
     'PEGDETR': detr_cfg(type='mmposenc.PEGDETR'),
     'PEGDeformableDETR': deformable_detr_cfg(type='mmposenc.PEGDeformableDETR'),
     'PEGConditionalDETR': conditional_detr_cfg(type='mmposenc.PEGConditionalDETR'),
@@ -109,6 +111,10 @@ def _forward(name, model):
         vit = PEViT(arch=TINY_VIT, img_size=32, patch_size=8, pos_encoding=pe,
                     out_type='featmap').eval()
         return vit(img)
+    if name == 'PaddingExactResNet':  # its exact path: a padded batch of 32x40 and 25x31
+        from mmposenc.models.utils import backbone_image_shapes
+        with backbone_image_shapes(model, [(32, 40), (25, 31)]):
+            return model(img)
     if name in ('CPVT', 'PEViT', 'PVTPEG', 'PerViT', 'SwinPEG'):
         return model(img if name != 'PerViT' else torch.rand(2, 3, 64, 64, generator=g))
     if name == 'PEGMSDeformAttnPixelDecoder':  # with the masks of a padded batch
