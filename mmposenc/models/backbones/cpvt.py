@@ -13,7 +13,7 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
-from ..utils.padding_exact import bound_image_shapes, zero_padding
+from ..utils.padding_exact import bound_image_shapes, refuse_uncovered, zero_padding
 from ..utils.padding_masks import masks_from_valid_shapes
 from ..layers.generators.peg import PEG
 from ..utils.pos_embed import resize_pos_embed  # noqa: F401  (importable from here too)
@@ -260,15 +260,9 @@ class CPVT(BaseModule):
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         if padding_exact:
-            refused = [name for name, on in (
+            refuse_uncovered('CPVT', peg_cfg, (
                 ('with_pos_embed=True', with_pos_embed),
-                (f'peg_on={peg_on!r}', peg_on != 'qkv'),
-                ('peg_cfg num_layers != 1', peg_cfg.get('num_layers', 1) != 1),
-                ('peg_cfg padding != zeros', peg_cfg.get('padding', 'zeros') != 'zeros'),
-                ('peg_cfg stride != 1', peg_cfg.get('stride', 1) != 1)) if on]
-            if refused:
-                raise ValueError(f'CPVT: padding_exact=True does not cover '
-                                 f'{", ".join(refused)}; set padding_exact=False or drop them')
+                (f'peg_on={peg_on!r}', peg_on != 'qkv')))
         self.padding_exact = padding_exact
         #: The masking steps taken in padding-exact mode (all of :data:`EXACT_STEPS`).
         self._exact_steps = EXACT_STEPS

@@ -13,7 +13,7 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG, map_to_tokens, tokens_to_map
-from ..utils.padding_exact import bound_image_shapes, zero_padding
+from ..utils.padding_exact import bound_image_shapes, refuse_uncovered, zero_padding
 from ..utils.padding_masks import masks_from_valid_shapes, valid_shapes_of_masks
 from ..utils.pos_embed import resize_pos_embed
 
@@ -266,15 +266,9 @@ class PVTPEG(BaseModule):
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         if padding_exact:
-            refused = [name for name, on in (
+            refuse_uncovered('PVTPEG', peg_cfg, (
                 ('with_pos_embed=True', with_pos_embed),
-                (f'out_type={out_type!r}', out_type != 'featmap'),
-                ('peg_cfg num_layers != 1', peg_cfg.get('num_layers', 1) != 1),
-                ('peg_cfg padding != zeros', peg_cfg.get('padding', 'zeros') != 'zeros'),
-                ('peg_cfg stride != 1', peg_cfg.get('stride', 1) != 1)) if on]
-            if refused:
-                raise ValueError(f'PVTPEG: padding_exact=True does not cover '
-                                 f'{", ".join(refused)}; set padding_exact=False or drop them')
+                (f'out_type={out_type!r}', out_type != 'featmap')))
         self.padding_exact = padding_exact
         #: The masking steps taken in padding-exact mode (all of :data:`EXACT_STEPS`).
         self._exact_steps = EXACT_STEPS

@@ -9,7 +9,7 @@ from mmengine.model import BaseModule, ModuleList
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG, tokens_to_map
-from ..utils.padding_exact import bound_image_shapes, zero_padding
+from ..utils.padding_exact import bound_image_shapes, refuse_uncovered, zero_padding
 from ..utils.padding_masks import masks_from_valid_shapes
 
 #: The masking steps of SwinPEG's padding-exact mode (each can be left out to show it is needed):
@@ -171,13 +171,7 @@ class SwinPEG(BaseModule):
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         if padding_exact:
-            refused = [name for name, on in (
-                ('peg_cfg num_layers != 1', peg_cfg.get('num_layers', 1) != 1),
-                ('peg_cfg padding != zeros', peg_cfg.get('padding', 'zeros') != 'zeros'),
-                ('peg_cfg stride != 1', peg_cfg.get('stride', 1) != 1)) if on]
-            if refused:
-                raise ValueError(f'SwinPEG: padding_exact=True does not cover '
-                                 f'{", ".join(refused)}; set padding_exact=False or drop them')
+            refuse_uncovered('SwinPEG', peg_cfg)
         self.padding_exact = padding_exact
         #: The masking steps taken in padding-exact mode (all of :data:`EXACT_STEPS`).
         self._exact_steps = EXACT_STEPS

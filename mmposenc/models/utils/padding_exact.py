@@ -40,6 +40,31 @@ Shape = Tuple[int, int]
 _IMAGE_SHAPES = CallState('mmposenc_backbone_image_shapes')
 
 
+def refuse_uncovered(name: str, peg_cfg: dict, others: Sequence[Tuple[str, bool]] = ()
+                     ) -> None:
+    """Refuse the settings a backbone's padding-exact mode does not cover.
+
+    Every PEG backbone's mode covers one zero-padded, stride-1 PEG layer per position; the
+    backbone adds its own settings in ``others``.
+
+    Args:
+        name (str): The backbone's class name, for the message.
+        peg_cfg (dict): The backbone's PEG config.
+        others (Sequence[tuple[str, bool]]): ``(setting as written, whether it is set)``.
+
+    Raises:
+        ValueError: One line naming every uncovered setting that is set.
+    """
+    refused = [setting for setting, on in (
+        *others,
+        ('peg_cfg num_layers != 1', peg_cfg.get('num_layers', 1) != 1),
+        ('peg_cfg padding != zeros', peg_cfg.get('padding', 'zeros') != 'zeros'),
+        ('peg_cfg stride != 1', peg_cfg.get('stride', 1) != 1)) if on]
+    if refused:
+        raise ValueError(f'{name}: padding_exact=True does not cover {", ".join(refused)}; '
+                         'set padding_exact=False or drop them')
+
+
 @contextmanager
 def backbone_image_shapes(backbone, img_shapes: Optional[Sequence[Sequence[int]]]
                           ) -> Iterator[None]:
