@@ -47,9 +47,19 @@ from torch import Tensor, nn
 from mmposenc.registry import MODELS
 from ..utils.call_state import CallState
 from .exact_padding import ExactPaddingMixin
+from .rotary_encoder import bind_rotary_angles, install_rotary_attention
 
+#: Rotary encoder positions (dot-product self-attention only: DETR, Conditional-DETR, DAB-DETR)
+#: and the encoding each builds by default.
+ROTARY_ENCODER_POS = {
+    'rope_mixed': 'mmposenc.RoPEMixed',
+    'rope_mixed+peg': 'mmposenc.RoPEMixed',
+    'rope_dinov3': 'mmposenc.DINOv3RoPE',
+    'rope_dinov3+peg': 'mmposenc.DINOv3RoPE',
+}
 #: Position encodings the encoder can use (see :class:`EncoderPosMixin`).
-ENCODER_POS_TYPES = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none')
+ENCODER_POS_TYPES = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none',
+                     *ROTARY_ENCODER_POS)
 #: Memory positions the DETR-like decoders' cross-attention can use.
 DECODER_POS_TYPES = ('sine', 'none')
 #: The PEG inputs of each encoder's running ``forward`` (read by the forward hooks on its
@@ -65,21 +75,26 @@ def check_encoder_pos(encoder_pos: str) -> str:
 
 
 def check_ablation_args(owner: str, encoder_pos: str, peg_after=None, peg_cfg=None,
-                        cape_cfg=None, level_embed: Optional[bool] = None) -> None:
+                        cape_cfg=None, level_embed: Optional[bool] = None,
+                        rope_cfg=None) -> None:
     """Refuse arguments that ``encoder_pos`` would silently ignore (a config meant for an
     ablation would otherwise run the baseline): ``peg_after`` / ``peg_cfg`` without PEG,
-    ``cape_cfg`` without CAPE, ``level_embed=False`` with sine (the sine encoding is always
-    added with the level embedding, as in mmdet). ``None`` means not given.
+    ``cape_cfg`` without CAPE, ``rope_cfg`` without a rotary mode, ``level_embed=False`` with
+    sine (the sine encoding is always added with the level embedding, as in mmdet). ``None``
+    means not given.
 
     Raises:
         ValueError: One line naming ``owner``, the argument, the mode and the fix.
     """
     check_encoder_pos(encoder_pos)
     uses_peg = 'peg' in encoder_pos
+    peg_modes = "'peg', 'sine+peg', 'cape+peg', 'rope_mixed+peg' or 'rope_dinov3+peg'"
     for name, value, needed, modes in (
-            ('peg_after', peg_after, uses_peg, "'peg', 'sine+peg' or 'cape+peg'"),
-            ('peg_cfg', peg_cfg, uses_peg, "'peg', 'sine+peg' or 'cape+peg'"),
-            ('cape_cfg', cape_cfg, 'cape' in encoder_pos, "'cape' or 'cape+peg'")):
+            ('peg_after', peg_after, uses_peg, peg_modes),
+            ('peg_cfg', peg_cfg, uses_peg, peg_modes),
+            ('cape_cfg', cape_cfg, 'cape' in encoder_pos, "'cape' or 'cape+peg'"),
+            ('rope_cfg', rope_cfg, encoder_pos in ROTARY_ENCODER_POS,
+             ' or '.join(repr(m) for m in ROTARY_ENCODER_POS))):
         if value is not None and not needed:
             raise ValueError(f'{owner}: {name}={value!r} has no effect with encoder_pos='
                              f'{encoder_pos!r}; use encoder_pos={modes} or remove {name}')
@@ -367,6 +382,12 @@ class EncoderPosMixin:
             - ``'cape'``: :class:`~mmposenc.models.layers.CAPE2d` (per-image valid extent,
               augmented in training only) where the sine encoding was;
             - ``'cape+peg'``: CAPE and masked PEGs;
+            - ``'rope_mixed'`` / ``'rope_dinov3'``: no additive encoding; the queries and keys
+              of every encoder self-attention rotated by
+              :class:`~mmposenc.models.layers.RoPEMixed` /
+              :class:`~mmposenc.models.layers.DINOv3RoPE` (dot-product attention only: DETR,
+              Conditional-DETR, DAB-DETR; refused with a ValueError elsewhere);
+            - ``'rope_mixed+peg'`` / ``'rope_dinov3+peg'``: the rotary encoding and masked PEGs;
             - ``'none'``: neither.
 
             Defaults to ``'peg'``.
@@ -378,20 +399,37 @@ class EncoderPosMixin:
         cape_cfg (dict, optional): Config of the encoder's CAPE for ``'cape'`` /
             ``'cape+peg'`` (``embed_dims`` filled in). None (default) is
             ``dict(type='mmposenc.CAPE2d')``.
+        rope_cfg (dict, optional): Config of the rotary encoding of the rotary modes
+            (``embed_dims``, ``num_heads``, ``num_layers`` of the encoder filled in; its type,
+            if given, must be the mode's). None (default) is the mode's class with its
+            defaults (:data:`ROTARY_ENCODER_POS`).
 
-    ``peg_after`` or ``peg_cfg`` with a mode without PEG, and ``cape_cfg`` with a mode without
-    CAPE, are refused with a ValueError (:func:`check_ablation_args`): they would be ignored.
+    ``peg_after`` or ``peg_cfg`` with a mode without PEG, ``cape_cfg`` with a mode without
+    CAPE and ``rope_cfg`` with a mode without rotation are refused with a ValueError
+    (:func:`check_ablation_args`): they would be ignored.
     """
 
     default_peg_cfg = dict(type='mmposenc.MaskedPEG', kernel_size=3)
     #: learnt level embeddings without sine (multi-level hosts set it)
     use_level_embed = False
+    #: whether the encoder's self-attention is a dot product that a rotary mode can rotate
+    supports_rotary = False
 
     def __init__(self, *args, encoder_pos: str = 'peg',
                  peg_after: Optional[Sequence[int]] = None, peg_cfg: Optional[dict] = None,
-                 cape_cfg: Optional[dict] = None, **kwargs) -> None:
-        check_ablation_args(type(self).__name__, encoder_pos, peg_after, peg_cfg, cape_cfg)
+                 cape_cfg: Optional[dict] = None, rope_cfg: Optional[dict] = None,
+                 **kwargs) -> None:
+        check_ablation_args(type(self).__name__, encoder_pos, peg_after, peg_cfg, cape_cfg,
+                            rope_cfg=rope_cfg)
+        if encoder_pos in ROTARY_ENCODER_POS and not self.supports_rotary:
+            raise ValueError(
+                f'{type(self).__name__}: encoder_pos={encoder_pos!r} rotates the queries and '
+                'keys of dot-product self-attention, and this encoder uses multi-scale '
+                'deformable attention (no q.k product to rotate); use one of '
+                "'sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none' here, or a rotary mode "
+                'with mmposenc.PEGDETR / PEGConditionalDETR / PEGDABDETR')
         self.encoder_pos = encoder_pos
+        self.rope_cfg = rope_cfg
         self.peg_after_cfg = (0, ) if peg_after is None else peg_after
         self.peg_cfg = copy.deepcopy(self.default_peg_cfg) if peg_cfg is None else peg_cfg
         self.cape_cfg = dict(type='mmposenc.CAPE2d') if cape_cfg is None else cape_cfg
@@ -403,7 +441,12 @@ class EncoderPosMixin:
 
     @property
     def encoder_uses_peg(self) -> bool:
-        return self.encoder_pos in ('peg', 'sine+peg', 'cape+peg')
+        return self.encoder_pos in ('peg', 'sine+peg', 'cape+peg', 'rope_mixed+peg',
+                                    'rope_dinov3+peg')
+
+    @property
+    def encoder_uses_rope(self) -> bool:
+        return self.encoder_pos in ROTARY_ENCODER_POS
 
     @property
     def encoder_uses_cape(self) -> bool:
@@ -428,6 +471,7 @@ class EncoderPosMixin:
         self.encoder = peg_cls.convert(self.encoder, peg_after=peg_after, peg_cfg=self.peg_cfg,
                                        **peg_defaults)
         self.cape = self._build_cape(self.encoder.embed_dims)
+        self.rope = self._build_rope()
 
     def _init_layers(self) -> None:
         """The host's ``_init_layers``, then its encoder turned into the PEG version."""
@@ -462,6 +506,27 @@ class EncoderPosMixin:
         cfg = dict(self.cape_cfg)
         cfg.setdefault('embed_dims', embed_dims)
         return MODELS.build(cfg)
+
+    def _build_rope(self) -> Optional[nn.Module]:
+        """The encoder's rotary encoding (``rope_cfg``), its attention layers made rotary
+        (:func:`~mmposenc.models.detectors.rotary_encoder.install_rotary_attention`); None
+        without a rotary mode."""
+        if not self.encoder_uses_rope:
+            return None
+        default_type = ROTARY_ENCODER_POS[self.encoder_pos]
+        cfg = dict(type=default_type) if self.rope_cfg is None else dict(self.rope_cfg)
+        cfg.setdefault('type', default_type)
+        if MODELS.get(cfg['type']) is not MODELS.get(default_type):
+            raise ValueError(f'{type(self).__name__}: rope_cfg type {cfg["type"]!r} does not '
+                             f'match encoder_pos={self.encoder_pos!r} (which builds '
+                             f'{default_type!r}); change encoder_pos or the type')
+        layer = self.encoder.layers[0]
+        cfg.setdefault('embed_dims', self.encoder.embed_dims)
+        cfg.setdefault('num_heads', layer.self_attn.num_heads)
+        cfg.setdefault('num_layers', self.encoder.num_layers)
+        rope = MODELS.build(cfg)
+        install_rotary_attention(self.encoder)
+        return rope
 
     def _cape_pos(self, feat: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
         """CAPE of the (bs, C, h, w) map ``feat``'s grid as (bs, h*w, C) in ``feat``'s dtype;
@@ -508,9 +573,26 @@ class EncoderPosMixin:
     def extra_repr(self) -> str:
         return f'encoder_pos={self.encoder_pos!r}, peg_after={self.encoder.peg_after}'
 
+    def run_encoder(self, encoder_kwargs: dict, hw_shape: Optional[Sequence[int]],
+                    padding_mask: Optional[Tensor], device) -> Tensor:
+        """``self.encoder(**encoder_kwargs)``, with the rotary angles of the ``hw_shape``
+        grid (each image's own region per ``padding_mask`` (bs, h*w)) bound for its attention
+        layers in a rotary mode."""
+        if self.rope is None:
+            return self.encoder(**encoder_kwargs)
+        if hw_shape is None:
+            raise ValueError(f'{type(self).__name__} with encoder_pos={self.encoder_pos!r} '
+                             'needs hw_shape for the rotary angles')
+        with bind_rotary_angles(self.encoder, self.rope, hw_shape, padding_mask, device):
+            return self.encoder(**encoder_kwargs)
+
 
 class DetrEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
     """The switch for DETR-like detectors (one level: DETR, Conditional-DETR, DAB-DETR).
+
+    Their encoders run dot-product self-attention, so the rotary modes (``'rope_mixed'``,
+    ``'rope_dinov3'``, with or without ``+peg``) apply: each image's coordinates come from its
+    own region of the padded batch (the exact mask).
 
     Args:
         decoder_pos (str): Memory positions (``key_pos``) of the decoder's cross-attention:
@@ -519,6 +601,8 @@ class DetrEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
         peg_cfg (dict): Defaults to ``dict(type='mmposenc.MaskedPEG', kernel_size=3)``.
         **kwargs: Those of :class:`EncoderPosMixin` and of the host detector.
     """
+
+    supports_rotary = True
 
     def __init__(self, *args, decoder_pos: str = 'sine', **kwargs) -> None:
         if decoder_pos not in DECODER_POS_TYPES:
@@ -565,9 +649,11 @@ class DetrEncoderPosMixin(ExactPaddingMixin, EncoderPosMixin):
     def forward_encoder(self, feat: Tensor, feat_mask: Optional[Tensor],
                         feat_pos: Optional[Tensor],
                         hw_shape: Optional[Sequence[int]] = None) -> Dict:
-        """As mmdet's ``DETR.forward_encoder``, passing ``hw_shape`` to the PEGs."""
-        memory = self.encoder(
-            query=feat, query_pos=feat_pos, key_padding_mask=feat_mask, hw_shape=hw_shape)
+        """As mmdet's ``DETR.forward_encoder``, passing ``hw_shape`` to the PEGs (and, in a
+        rotary mode, binding the angles of the grid for the attention layers)."""
+        memory = self.run_encoder(
+            dict(query=feat, query_pos=feat_pos, key_padding_mask=feat_mask, hw_shape=hw_shape),
+            hw_shape, feat_mask, feat.device)
         return dict(memory=memory)
 
     def forward_decoder(self, query: Tensor, query_pos: Tensor, memory: Tensor,

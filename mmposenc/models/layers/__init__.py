@@ -12,7 +12,8 @@ from .generators import (PEG, MaskedPEG, MultiLevelMaskedPEG, PeripheralDistance
                          PeripheralLearnableEmbedding, PeripheralPositionEncoding,
                          build_peripheral_embedding, normalized_grid, pairwise_distances,
                          peripheral_init_schedule, ppe_init_schedule)
-from .encodings import (BasePositionEncoding, CAPE1d, CAPE2d, CoPE, LearnableAbsolutePE,  # noqa: F401
-                        NoPositionEncoding, PEGPositionEncoding, PeripheralPE,
-                        RelativePositionBias2d, RoPE2d, SaPE2, SinCos2dPE)
+from .encodings import (BasePositionEncoding, CAPE1d, CAPE2d, CoPE, DINOv3RoPE,  # noqa: F401
+                        LearnableAbsolutePE, NoPositionEncoding, PEGPositionEncoding,
+                        PeripheralPE, RelativePositionBias2d, RoPE2d, RoPEMixed,
+                        RotaryPositionEncoding, SaPE2, SinCos2dPE)
 from .attention import MPA, PEMultiheadAttention  # noqa: F401
