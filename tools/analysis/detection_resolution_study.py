@@ -1,0 +1,790 @@
+"""Detection across resolutions: COCO AP of detectors trained at one scale, tested at others.
+
+No DETR paper publishes AP against test scale per encoder position encoding; CPVT's claim is
+that a conditional encoding generalises to input sizes not seen in training. This tool tests
+it on detection, in two ways:
+
+**A trained detector** (``--config`` / ``--checkpoint``): its test pipeline's ``Resize`` is
+rewritten for every test scale (:func:`set_test_scale`) and the checkpoint evaluated through
+mmengine's ``TestLoop`` with the config's evaluator (mmdet's ``CocoMetric``; predictions are
+mapped back to the original image by the ``scale_factor`` the ``Resize`` records, so every
+scale is scored against the same annotations)::
+
+    python tools/analysis/detection_resolution_study.py \\
+        --config configs/peg_deformable_detr/deformable-detr-peg_r18-quarter_1xb4-2500i_shapes.py \\
+        --checkpoint work_dirs/demo/peg/iter_2500.pth --out work_dirs/peg_scales.json
+
+**The study** (the default): the :data:`VARIANTS` (Deformable-DETR with encoder PE none / sine
+/ PEG / CAPE, DETR with sine / PEG / RoPE-Mixed) on the demo's generated ``shapes_coco``
+(``tools/demo.py``'s data, made here when missing), each trained at the native scale (no
+resizing) with several seeds, then evaluated at every ``--scales`` entry. Each (variant, seed)
+is one process (``--jobs`` at a time); its result is written to
+``<out-dir>/runs/<variant>__seed<k>.json`` (the per-scale metrics, times, device, settings and
+the commit of the code), so an interrupted study resumes (finished runs are skipped) and
+``--report-only`` rebuilds ``<out-dir>/detection_resolution.{md,json}`` and the figure (AP
+against test scale, mean and a band over the seeds)::
+
+    python tools/analysis/detection_resolution_study.py --seeds 0 1 2 --jobs 2 \\
+        --out-dir docs/reproductions/detection_resolution \\
+        --figure docs/images/detection_resolution.png
+    python tools/analysis/detection_resolution_study.py --report-only \\
+        --out-dir docs/reproductions/detection_resolution \\
+        --figure docs/images/detection_resolution.png
+
+A scale is ``S`` (both sides times S) or ``SXxSY`` (width times SX, height times SY:
+``1x0.75`` keeps the width and squeezes the height). ``--device cuda`` trains on the GPU;
+mmcv's ``MultiScaleDeformableAttention`` then uses its CUDA kernel if this mmcv has one and
+its PyTorch path otherwise (``--msda auto``; ``--msda pytorch`` forces the PyTorch path).
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import os.path as osp
+import platform
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
+sys.path.insert(0, REPO)  # this checkout's mmposenc
+
+Scale = Tuple[float, float]  # (width factor, height factor)
+
+DD_DIR = osp.join('configs', 'peg_deformable_detr')
+DD_SHAPES = 'deformable-detr-{}_r18-quarter_1xb4-2500i_shapes.py'
+DETR_SHAPES = osp.join('configs', 'peg_detr', 'detr-sine_r18-quarter_1xb4-2500i_shapes.py')
+#: CAPE with the paper's ViT augmentation, as configs/peg_*detr/*-cape_* set it
+CAPE = dict(encoder_pos='cape', level_embed=True,
+            cape_cfg=dict(type='mmposenc.CAPE2d', max_global_shift=0.5, max_local_shift='auto',
+                          max_global_scaling=1.4))
+#: RoPE-Mixed in DETR's encoder (issue 23.1): the encoder_pos name of the registered encoding
+ROPE_MIXED_POS = 'rope_mixed'
+#: name -> (family, label, config relative to the repository, model overrides)
+VARIANTS: Dict[str, Tuple[str, str, str, dict]] = {
+    'dd-none': ('Deformable-DETR', 'none', osp.join(DD_DIR, DD_SHAPES.format('nope')), {}),
+    'dd-sine': ('Deformable-DETR', 'sine', osp.join(DD_DIR, DD_SHAPES.format('sine')), {}),
+    'dd-peg': ('Deformable-DETR', 'PEG', osp.join(DD_DIR, DD_SHAPES.format('peg')), {}),
+    'dd-cape': ('Deformable-DETR', 'CAPE', osp.join(DD_DIR, DD_SHAPES.format('sine')), CAPE),
+    'detr-sine': ('DETR', 'sine', DETR_SHAPES, {}),
+    'detr-peg': ('DETR', 'PEG', DETR_SHAPES,
+                 dict(encoder_pos='peg', peg_after=(0, ),
+                      peg_cfg=dict(type='mmposenc.MaskedPEG', kernel_size=3))),
+    'detr-rope-mixed': ('DETR', 'RoPE-Mixed', DETR_SHAPES, dict(encoder_pos=ROPE_MIXED_POS)),
+}
+FAMILIES = ('Deformable-DETR', 'DETR')
+DEFAULT_SCALES = ('0.5', '0.75', '1', '1.25', '1.5', '2', '1x0.75', '0.75x1', '1x1.5', '1.5x1')
+#: the demo's data (tools/demo.py SHAPES): 1000 train / 100 val images of 96-128 px
+SHAPES = dict(num_train=1000, num_val=100, min_size=96, max_size=128, object_size=(0.25, 0.5))
+SHAPES_QUICK = dict(num_train=16, num_val=8, min_size=96, max_size=128, object_size=(0.25, 0.5))
+METRICS = ('bbox_mAP', 'bbox_mAP_50', 'bbox_mAP_75', 'bbox_mAP_s', 'bbox_mAP_m', 'bbox_mAP_l')
+RESIZE_TYPES = ('Resize', )
+#: resize steps whose output size a test scale cannot set
+REFUSED_TYPES = ('RandomResize', 'RandomChoiceResize', 'FixShapeResize', 'RandomChoice',
+                 'TestTimeAug', 'MultiScaleFlipAug')
+
+
+# ---------------------------------------------------------------- scales and the test pipeline
+def parse_scale(spec) -> Scale:
+    """``'1.5'`` -> (1.5, 1.5); ``'1x0.75'`` -> (1.0, 0.75) (width, height factors).
+
+    Raises:
+        ValueError: for anything else, or a factor that is not positive and finite.
+    """
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        parts = [float(spec)] * 2
+    else:
+        text = str(spec).strip().lower()
+        try:
+            parts = [float(p) for p in text.split('x')]
+        except ValueError:
+            parts = []
+        if len(parts) == 1:
+            parts = parts * 2
+    if len(parts) != 2 or not all(math.isfinite(p) and p > 0 for p in parts):
+        raise ValueError(f'a test scale is S or SXxSY with positive factors (e.g. 0.5, 2, '
+                         f'1x0.75 = width x1, height x0.75), got {spec!r}')
+    return (parts[0], parts[1])
+
+
+def parse_scales(specs: Sequence) -> List[Scale]:
+    """:func:`parse_scale` of each spec, duplicates refused (one column per scale)."""
+    scales = [parse_scale(s) for s in specs]
+    if not scales:
+        raise ValueError('no test scale given')
+    seen = set()
+    for spec, s in zip(specs, scales):
+        if s in seen:
+            raise ValueError(f'test scale {spec!r} is given twice ({scale_label(s)})')
+        seen.add(s)
+    return scales
+
+
+def scale_label(scale: Scale) -> str:
+    """``(1.5, 1.5)`` -> ``'1.5'``; ``(1.0, 0.75)`` -> ``'1x0.75'``."""
+    fmt = lambda v: f'{v:g}'  # noqa: E731
+    sx, sy = scale
+    return fmt(sx) if sx == sy else f'{fmt(sx)}x{fmt(sy)}'
+
+
+def is_square(scale: Scale) -> bool:
+    return scale[0] == scale[1]
+
+
+def _type(step: dict) -> str:
+    return str(step.get('type', '')).split('.')[-1]
+
+
+def set_test_scale(pipeline: Sequence[dict], scale) -> List[dict]:
+    """A copy of a detection test ``pipeline`` whose ``Resize`` scales its output by ``scale``.
+
+    ``scale`` is a spec of :func:`parse_scale` or a (width, height) factor pair. The config's
+    ``Resize`` defines scale 1 (the size the model was trained at); its ``scale_factor`` is
+    multiplied by the factors, or its fixed ``scale`` (W, H) by them. A change of aspect needs
+    ``keep_ratio=False`` (set here when the step has a ``scale_factor``; a fixed ``scale`` with
+    ``keep_ratio=True`` fits the image into a box and cannot change its aspect: refused).
+    Scale 1 returns the pipeline unchanged. The ``Resize`` records the factors it applied
+    (``scale_factor``) and mmdet's heads divide the predicted boxes by them, so the metric
+    compares them with the original annotations.
+
+    Raises:
+        ValueError: a pipeline with no ``Resize`` step, or with a random / fixed-shape / TTA
+            resize, or an aspect change of a ``keep_ratio=True`` fixed-size ``Resize``.
+    """
+    sx, sy = scale if isinstance(scale, tuple) else parse_scale(scale)
+    pipeline = copy.deepcopy(list(pipeline))
+    types = [_type(s) for s in pipeline]
+    refused = [t for t in types if t in REFUSED_TYPES]
+    if refused:
+        raise ValueError(f'the test pipeline {types} has {refused[0]}: a test scale cannot set '
+                         'its output size; use one Resize (scale_factor=... or scale=(W, H))')
+    resizes = [s for s in pipeline if _type(s) in RESIZE_TYPES]
+    if not resizes:
+        raise ValueError(f'the test pipeline {types} has no Resize step: cannot change the '
+                         'test scale; add dict(type="Resize", scale_factor=1.0, keep_ratio=True)')
+    if (sx, sy) == (1.0, 1.0):
+        return pipeline
+    for step in resizes:
+        if step.get('scale') is not None:
+            size = step['scale']
+            w, h = (size, size) if isinstance(size, (int, float)) else size
+            if sx != sy and step.get('keep_ratio', False):
+                raise ValueError(
+                    f'test scale {scale_label((sx, sy))} changes the aspect, but the test '
+                    f'pipeline resizes to scale={size} with keep_ratio=True (fits the image '
+                    'into a box, aspect kept): use a Resize with scale_factor, or keep_ratio='
+                    'False')
+            step['scale'] = (int(round(w * sx)), int(round(h * sy)))
+            step.pop('scale_factor', None)
+        else:
+            f = step.get('scale_factor', 1.0)
+            fx, fy = (f, f) if isinstance(f, (int, float)) else f
+            if sx == sy and fx == fy:
+                step['scale_factor'] = fx * sx
+            else:
+                step['scale_factor'] = (fx * sx, fy * sy)
+                step['keep_ratio'] = False
+    return pipeline
+
+
+# ---------------------------------------------------------------------------- evaluation
+def evaluate_scales(runner, cfg, scales: Sequence[Scale], log=print) -> List[dict]:
+    """COCO metrics of ``runner``'s model at every scale, through mmengine's ``TestLoop`` and
+    the config's ``test_evaluator``: one test dataloader per scale (:func:`set_test_scale`).
+
+    Returns:
+        list[dict]: per scale ``scale`` (label), ``sx``, ``sy``, ``metrics`` ({name: value}),
+        ``eval_wall`` (s).
+    """
+    from mmengine.runner import TestLoop
+    rows = []
+    for scale in scales:
+        dl_cfg = copy.deepcopy(cfg.test_dataloader)
+        dl_cfg.dataset.pipeline = set_test_scale(dl_cfg.dataset.pipeline, scale)
+        t0 = time.perf_counter()
+        metrics = TestLoop(runner, dl_cfg, copy.deepcopy(cfg.test_evaluator)).run()
+        rows.append(dict(scale=scale_label(scale), sx=scale[0], sy=scale[1],
+                         metrics={k: float(v) for k, v in metrics.items()},
+                         eval_wall=time.perf_counter() - t0))
+        log(f'scale {scale_label(scale)}: mAP {metrics.get("coco/bbox_mAP", float("nan")):.3f}')
+    return rows
+
+
+def use_msda_pytorch(mode: str, device: str) -> str:
+    """Which path mmcv's ``MultiScaleDeformableAttention`` takes: ``'cuda'`` (its kernel) or
+    ``'pytorch'``. ``mode`` ``'pytorch'`` forces the PyTorch path (sets
+    ``mmcv.ops.multi_scale_deform_attn.IS_CUDA_AVAILABLE = False``); ``'auto'`` does so on
+    CUDA when the kernel fails on a tiny input (an mmcv built without CUDA ops); ``'cuda'``
+    keeps the kernel. On the CPU the PyTorch path is mmcv's own choice."""
+    import mmcv.ops.multi_scale_deform_attn as msda
+    if device == 'cpu':
+        return 'pytorch'
+    if mode == 'auto':
+        import torch
+        try:
+            value = torch.zeros(1, 4, 1, 2, device=device)
+            shapes = torch.tensor([[2, 2]], device=device)
+            start = torch.zeros(1, dtype=torch.long, device=device)
+            loc = torch.full((1, 1, 1, 1, 1, 2), 0.5, device=device)
+            weights = torch.ones(1, 1, 1, 1, 1, device=device)
+            msda.MultiScaleDeformableAttnFunction.apply(value, shapes, start, loc, weights, 64)
+            torch.cuda.synchronize()
+            mode = 'cuda'
+        except Exception:  # noqa: BLE001 (any failure of the compiled kernel: use PyTorch)
+            mode = 'pytorch'
+    if mode == 'pytorch':
+        msda.IS_CUDA_AVAILABLE = False
+    return mode
+
+
+def check_device(device: str) -> None:
+    import torch
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        raise SystemExit(f'--device {device}: torch.cuda.is_available() is False on this '
+                         'machine; use --device cpu')
+
+
+# -------------------------------------------------------------------------------- configs
+def register_hosts() -> None:
+    from mmdet.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    import mmposenc.models  # noqa: F401
+
+
+def variant_config(variant: str):
+    """The mmengine Config of ``variant`` (:data:`VARIANTS`): its config file plus its model
+    overrides; a clear error when the variant's encoding is not registered in this checkout."""
+    import mmposenc  # noqa: F401  (mmposenc:: bases)
+    from mmengine.config import Config
+    if variant not in VARIANTS:
+        raise SystemExit(f'unknown variant {variant!r}; choose from {", ".join(VARIANTS)}')
+    _, _, path, overrides = VARIANTS[variant]
+    cfg = Config.fromfile(osp.join(REPO, path))
+    if overrides:
+        cfg.merge_from_dict(dict(model=copy.deepcopy(overrides)))
+    pos = cfg.model.get('encoder_pos')
+    if pos is not None:
+        from mmposenc.models.detectors import encoder_pos as ep
+        if pos not in ep.ENCODER_POS_TYPES:
+            raise SystemExit(f'variant {variant}: encoder_pos={pos!r} is not in this '
+                             f'checkout\'s mmposenc.models.detectors.encoder_pos.'
+                             f'ENCODER_POS_TYPES {ep.ENCODER_POS_TYPES}; leave the variant out '
+                             '(--variants) or update the checkout')
+    return cfg
+
+
+def study_cfg(variant: str, seed: int, data_root: str, work_dir: str, iters: Optional[int] = None,
+              batch_size: Optional[int] = None, cfg_options: Optional[list] = None):
+    """The training config of one run: ``variant`` on ``data_root`` (a shapes_coco tree), its
+    schedule stretched to ``iters`` (warm-up capped at a tenth, milestones at the same
+    fractions, as ``tools/demo.py --iters`` does), no validation during training (the scales
+    are evaluated after it), ``seed``, one checkpoint at the end (no optimizer state)."""
+    from mmengine.config import DictAction
+    cfg = variant_config(variant)
+    root = data_root.rstrip('/') + '/'
+    for loader in (cfg.train_dataloader, cfg.test_dataloader):
+        loader.dataset.data_root = root
+    cfg.test_evaluator = dict(type='CocoMetric', metric='bbox', format_only=False,
+                              ann_file=osp.join(root, 'annotations/instances_val.json'),
+                              metric_items=[m[len('bbox_'):] for m in METRICS])
+    cfg.val_dataloader = cfg.val_evaluator = cfg.val_cfg = None
+    cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=cfg.train_cfg.max_iters)
+    if cfg_options:
+        ns = argparse.Namespace()
+        DictAction(option_strings=[], dest='o')(None, ns, list(cfg_options))
+        cfg.merge_from_dict(ns.o)
+    config_iters = cfg.train_cfg.max_iters
+    iters = iters or config_iters
+    cfg.train_cfg.max_iters = iters
+    for sched in cfg.param_scheduler:
+        if sched.type == 'LinearLR':
+            sched.end = max(1, min(sched.end, iters // 10))
+        else:
+            sched.end = iters
+            if 'milestones' in sched:
+                sched.milestones = [max(1, round(m * iters / config_iters))
+                                    for m in sched.milestones]
+    if batch_size:
+        cfg.train_dataloader.batch_size = batch_size
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', by_epoch=False, interval=iters,
+                                        max_keep_ckpts=1, save_optimizer=False,
+                                        save_param_scheduler=False)
+    cfg.default_hooks.logger.interval = max(1, min(50, iters // 4))
+    cfg.randomness = dict(seed=seed)
+    cfg.work_dir = work_dir
+    cfg.launcher = 'none'
+    return cfg
+
+
+def prepare_data(data_dir: str, quick: bool = False) -> str:
+    """The demo's shapes_coco in ``data_dir`` (generated when missing; seconds)."""
+    sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
+    from make_shapes_coco import make_shapes_coco
+    return make_shapes_coco(osp.abspath(data_dir), seed=0,
+                            **(SHAPES_QUICK if quick else SHAPES))
+
+
+# ------------------------------------------------------------------------------ one run
+def code_state() -> dict:
+    """The commit of this checkout and whether the code a run uses differs from it."""
+    def git(*cmd):
+        try:
+            out = subprocess.run(['git', '-C', REPO, *cmd], capture_output=True, text=True,
+                                 timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git('rev-parse', 'HEAD')
+    changes = git('status', '--porcelain', '--', 'mmposenc', 'configs', 'tools/analysis')
+    return dict(commit=commit, uncommitted_changes=None if changes is None else bool(changes))
+
+
+def run_path(out_dir: str, variant: str, seed: int) -> str:
+    return osp.join(out_dir, 'runs', f'{variant}__seed{seed}.json')
+
+
+def run_one(args) -> dict:
+    """Train ``args.worker`` with ``args.seed`` and evaluate it at every scale; write and
+    return the run record."""
+    import torch
+    from mmengine.runner import Runner
+    check_device(args.device)
+    torch.set_num_threads(args.threads)
+    register_hosts()
+    msda = use_msda_pytorch(args.msda, args.device)
+    work_dir = osp.join(args.work_root, f'{args.worker}__seed{args.seed}')
+    cfg = study_cfg(args.worker, args.seed, args.data_dir, work_dir, args.iters,
+                    args.batch_size, args.cfg_options)
+    scales = parse_scales(args.scales)
+    start_load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
+    runner = Runner.from_cfg(cfg)
+    params = sum(p.numel() for p in runner.model.parameters())
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    runner.train()
+    if args.device.startswith('cuda'):
+        torch.cuda.synchronize()
+    train_cpu, train_wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    rows = evaluate_scales(runner, cfg, scales)
+    family, label, config, overrides = VARIANTS[args.worker]
+    record = dict(
+        variant=args.worker, family=family, label=label, config=config, overrides=overrides,
+        seed=args.seed, params=params, iters=cfg.train_cfg.max_iters,
+        batch_size=cfg.train_dataloader.batch_size,
+        train_images=len(runner.train_dataloader.dataset),
+        train_cpu=train_cpu, train_wall=train_wall,
+        eval_wall=sum(r['eval_wall'] for r in rows), scales=rows,
+        device=args.device if not args.device.startswith('cuda') else
+        f'{args.device} ({torch.cuda.get_device_name()})', msda=msda, threads=args.threads,
+        torch=torch.__version__, python=platform.python_version(),
+        load_start=start_load,
+        load_end=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None,
+        finished=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
+        code=code_state(), cfg_options=args.cfg_options or [])
+    path = run_path(args.out_dir, args.worker, args.seed)
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    with open(path + '.tmp', 'w') as f:
+        json.dump(record, f, indent=1)
+    os.replace(path + '.tmp', path)  # a run file is complete or absent
+    return record
+
+
+# ------------------------------------------------------------------------------ the study
+def worker_argv(args) -> List[str]:
+    argv = ['--out-dir', args.out_dir, '--work-root', args.work_root, '--data-dir',
+            args.data_dir, '--device', args.device, '--msda', args.msda, '--threads',
+            str(args.threads), '--scales', *args.scales]
+    if args.iters:
+        argv += ['--iters', str(args.iters)]
+    if args.batch_size:
+        argv += ['--batch-size', str(args.batch_size)]
+    if args.cfg_options:
+        argv += ['--cfg-options', *args.cfg_options]
+    return argv
+
+
+def run_study(args) -> List[Tuple[str, int]]:
+    """Train and evaluate every (variant, seed) without a run file, ``args.jobs`` processes at
+    a time, seeds outermost (an interrupted study has whole seeds). No new run starts after
+    ``args.time_limit`` seconds. Returns the runs that failed."""
+    todo = [(v, s) for s in args.seeds for v in args.variants
+            if not osp.isfile(run_path(args.out_dir, v, s))]
+    print(f'{len(todo)} run(s) to do, {args.jobs} at a time', flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+               MKL_NUM_THREADS=str(args.threads))
+    if args.device == 'cpu':
+        env['CUDA_VISIBLE_DEVICES'] = ''
+    argv = worker_argv(args)
+    t0 = time.perf_counter()
+    running, failed = {}, []
+    os.makedirs(args.work_root, exist_ok=True)
+    while todo or running:
+        late = args.time_limit is not None and time.perf_counter() - t0 > args.time_limit
+        while todo and len(running) < max(1, args.jobs) and not late:
+            v, s = todo.pop(0)
+            log = open(osp.join(args.work_root, f'{v}__seed{s}.log'), 'w')
+            cmd = [sys.executable, osp.realpath(__file__), *argv, '--worker', v,
+                   '--seed', str(s)]
+            running[(v, s)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                                env=env), log, time.perf_counter())
+            print(f'[{v} seed {s}] started (log {log.name})', flush=True)
+        if late and todo:
+            print(f'--time-limit {args.time_limit} s reached: {len(todo)} run(s) not started: '
+                  + ', '.join(f'{v}/{s}' for v, s in todo), flush=True)
+            todo = []
+        time.sleep(0.5)
+        for key in list(running):
+            proc, log, started = running[key]
+            if proc.poll() is None:
+                continue
+            log.close()
+            del running[key]
+            took = time.perf_counter() - started
+            if proc.returncode != 0:
+                failed.append(key)
+                with open(log.name) as f:
+                    tail = f.read()[-3000:]
+                print(f'[{key[0]} seed {key[1]}] FAILED (exit {proc.returncode}, {took:.0f} s); '
+                      f'end of {log.name}:\n{tail}', flush=True)
+            else:
+                print(f'[{key[0]} seed {key[1]}] done in {took:.0f} s '
+                      f'({time.perf_counter() - t0:.0f} s since start)', flush=True)
+    return failed
+
+
+# ----------------------------------------------------------------------------- the report
+def load_runs(out_dir: str, variants: Optional[Sequence[str]] = None) -> Dict[str, List[dict]]:
+    """The run records under ``out_dir/runs``: variant -> records sorted by seed (variants in
+    :data:`VARIANTS` order, those without runs left out)."""
+    runs: Dict[str, List[dict]] = {}
+    folder = osp.join(out_dir, 'runs')
+    for name in sorted(os.listdir(folder)) if osp.isdir(folder) else []:
+        if not name.endswith('.json'):
+            continue
+        with open(osp.join(folder, name)) as f:
+            rec = json.load(f)
+        runs.setdefault(rec['variant'], []).append(rec)
+    order = [v for v in VARIANTS if v in runs] + sorted(v for v in runs if v not in VARIANTS)
+    if variants:
+        order = [v for v in order if v in variants]
+    return {v: sorted(runs[v], key=lambda r: r['seed']) for v in order}
+
+
+def _ap(rec: dict, label: str, metric: str = 'bbox_mAP') -> float:
+    for row in rec['scales']:
+        if row['scale'] == label:
+            return 100 * row['metrics'][f'coco/{metric}']
+    return float('nan')
+
+
+def _stats(values: Sequence[float]) -> Tuple[float, float, float, float]:
+    import numpy as np
+    v = np.asarray(values, dtype=float)
+    std = float(v.std(ddof=1)) if len(v) > 1 else 0.0
+    return float(v.mean()), std, float(v.min()), float(v.max())
+
+
+def _fmt(values: Sequence[float]) -> str:
+    if not values or any(math.isnan(x) for x in values):
+        return 'n/a'
+    mean, std, _, _ = _stats(values)
+    return f'{mean:.1f} ± {std:.1f}' if len(values) > 1 else f'{mean:.1f}'
+
+
+def scale_columns(runs: Dict[str, List[dict]]) -> List[str]:
+    """Scale labels present in the runs: the square ones by size, then the others."""
+    labels = {}
+    for recs in runs.values():
+        for rec in recs:
+            for row in rec['scales']:
+                labels[row['scale']] = (row['sx'], row['sy'])
+    square = sorted((lab for lab, s in labels.items() if is_square(s)), key=lambda x:
+                    labels[x][0])
+    other = sorted((lab for lab, s in labels.items() if not is_square(s)),
+                   key=lambda x: (labels[x][0] * labels[x][1], labels[x]))
+    return square + other
+
+
+def summarize(runs: Dict[str, List[dict]]) -> dict:
+    """Per variant: seeds, per scale mean / std / min / max of AP and of AP - AP(1x) (paired
+    per seed), the mean over the scales other than 1, params, times."""
+    cols = scale_columns(runs)
+    out = {}
+    for v, recs in runs.items():
+        per = {}
+        for lab in cols:
+            aps = [_ap(r, lab) for r in recs]
+            drops = [_ap(r, lab) - _ap(r, '1') for r in recs]
+            m, s, lo, hi = _stats(aps)
+            dm, ds, _, _ = _stats(drops)
+            per[lab] = dict(ap=aps, mean=m, std=s, min=lo, max=hi, diff_mean=dm, diff_std=ds)
+        off = [lab for lab in cols if lab != '1']
+        off_means = [sum(_ap(r, lab) for lab in off) / len(off) for r in recs] if off else []
+        out[v] = dict(family=recs[0]['family'], label=recs[0]['label'],
+                      seeds=[r['seed'] for r in recs], params=recs[0]['params'],
+                      iters=recs[0]['iters'], batch_size=recs[0]['batch_size'],
+                      device=sorted({r['device'] for r in recs}),
+                      commits=sorted({(r.get('code') or {}).get('commit') or '?' for r in recs}),
+                      train_wall=[r['train_wall'] for r in recs],
+                      train_cpu=[r['train_cpu'] for r in recs],
+                      scales=per, off_train_mean=off_means)
+    return dict(columns=cols, variants=out)
+
+
+def to_markdown(summary: dict) -> str:
+    cols = summary['columns']
+    head = ' | '.join(f'{c} (train)' if c == '1' else c for c in cols)
+    lines = ['*COCO box AP (mAP@[.5:.95], points) on the 100 val images at each test scale '
+             '(S: both sides x S; SXxSY: width x SX, height x SY), mean ± std over the seeds; '
+             'trained at scale 1 only.*', '',
+             f'| detector | encoder PE | seeds | {head} | mean off-train |',
+             '|---|---|---|' + '---:|' * (len(cols) + 1)]
+    for v, s in summary['variants'].items():
+        cells = [_fmt(s['scales'][c]['ap']) for c in cols]
+        lines.append(f"| {s['family']} | {s['label']} | {len(s['seeds'])} | "
+                     + ' | '.join(cells) + f" | {_fmt(s['off_train_mean'])} |")
+    off = [c for c in cols if c != '1']
+    lines += ['', '*AP at each scale minus AP at scale 1 (points), paired per seed, mean ± std:*',
+              '', '| detector | encoder PE | ' + ' | '.join(off) + ' |',
+              '|---|---|' + '---:|' * len(off)]
+    for v, s in summary['variants'].items():
+        cells = []
+        for c in off:
+            d = s['scales'][c]
+            cells.append('n/a' if math.isnan(d['diff_mean']) else
+                         f"{d['diff_mean']:+.1f} ± {d['diff_std']:.1f}")
+        lines.append(f"| {s['family']} | {s['label']} | " + ' | '.join(cells) + ' |')
+    lines += ['', '| detector | encoder PE | params | iterations x batch | train wall s '
+              '(mean) | device | code |', '|---|---|---:|---:|---:|---|---|']
+    for v, s in summary['variants'].items():
+        wall = sum(s['train_wall']) / len(s['train_wall'])
+        lines.append(f"| {s['family']} | {s['label']} | {s['params'] / 1e6:.2f} M | "
+                     f"{s['iters']} x {s['batch_size']} | {wall:.0f} | "
+                     f"{', '.join(s['device'])} | {', '.join(c[:7] for c in s['commits'])} |")
+    return '\n'.join(lines) + '\n'
+
+
+def plot(summary: dict, out_file: str, band: str = 'minmax', title: str = '') -> str:
+    """AP against test scale: one panel per detector family (square scales, log axis), one
+    for the aspect changes; the mean over seeds with a band (``band`` 'minmax' or 'std')."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import numpy as np
+    cols = summary['columns']
+    sq = [c for c in cols if 'x' not in c]
+    ns = [c for c in cols if 'x' in c]
+    fams = [f for f in FAMILIES if any(s['family'] == f for s in summary['variants'].values())]
+    fams += sorted({s['family'] for s in summary['variants'].values()} - set(fams))
+    npanel = len(fams) + (1 if ns else 0)
+    fig, axes = plt.subplots(1, npanel, figsize=(4.2 * npanel, 3.6), squeeze=False)
+    axes = axes[0]
+    xs = [float(c) for c in sq]
+    colours = plt.rcParams['axes.prop_cycle'].by_key()['color']
+    for ax, fam in zip(axes, fams):
+        for k, (v, s) in enumerate((v, s) for v, s in summary['variants'].items()
+                                   if s['family'] == fam):
+            m = np.array([s['scales'][c]['mean'] for c in sq])
+            if band == 'std':
+                sd = np.array([s['scales'][c]['std'] for c in sq])
+                lo, hi = m - sd, m + sd
+            else:
+                lo = np.array([s['scales'][c]['min'] for c in sq])
+                hi = np.array([s['scales'][c]['max'] for c in sq])
+            c = colours[k % len(colours)]
+            ax.plot(xs, m, 'o-', color=c, label=f"{s['label']} ({len(s['seeds'])} seeds)")
+            ax.fill_between(xs, lo, hi, color=c, alpha=0.2)
+        ax.set_xscale('log', base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(sq)
+        ax.axvline(1.0, color='gray', ls='--', lw=1)
+        ax.set_xlabel('test scale (training scale 1)')
+        ax.set_ylabel('box AP')
+        ax.set_title(fam, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    if ns:
+        ax = axes[-1]
+        names = list(summary['variants'])
+        width = 0.8 / max(1, len(names))
+        for k, v in enumerate(names):
+            s = summary['variants'][v]
+            m = np.array([s['scales'][c]['mean'] for c in ns])
+            lo = np.array([s['scales'][c]['min' if band != 'std' else 'mean'] for c in ns])
+            hi = np.array([s['scales'][c]['max' if band != 'std' else 'mean'] for c in ns])
+            if band == 'std':
+                sd = np.array([s['scales'][c]['std'] for c in ns])
+                lo, hi = m - sd, m + sd
+            pos = np.arange(len(ns)) + (k - (len(names) - 1) / 2) * width
+            ax.errorbar(pos, m, yerr=[m - lo, hi - m], fmt='o', ms=4, capsize=2,
+                        label=f"{'DD' if s['family'] == 'Deformable-DETR' else s['family']} "
+                        f"{s['label']}")
+        ax.set_xticks(np.arange(len(ns)))
+        ax.set_xticklabels(ns)
+        ax.set_xlabel('aspect change (width x height factors)')
+        ax.set_ylabel('box AP')
+        ax.set_title('non-square test sizes', fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    bandtxt = 'min-max' if band != 'std' else '± std'
+    fig.suptitle(title or f'AP against test scale, mean and {bandtxt} over seeds', fontsize=10)
+    fig.tight_layout()
+    os.makedirs(osp.dirname(osp.abspath(out_file)), exist_ok=True)
+    fig.savefig(out_file, dpi=100)
+    plt.close(fig)
+    return out_file
+
+
+def report(args) -> dict:
+    runs = load_runs(args.out_dir, args.variants if args.variants_given else None)
+    if not runs:
+        raise SystemExit(f'no run files in {osp.join(args.out_dir, "runs")}: run the study '
+                         'first (without --report-only)')
+    summary = summarize(runs)
+    table = to_markdown(summary)
+    with open(osp.join(args.out_dir, 'detection_resolution.md'), 'w') as f:
+        f.write(table)
+    with open(osp.join(args.out_dir, 'detection_resolution.json'), 'w') as f:
+        json.dump(summary, f, indent=1)
+    figure = args.figure or osp.join(args.out_dir, 'detection_resolution.png')
+    plot(summary, figure, band=args.band)
+    print(table)
+    print(f'figure: {figure}')
+    return summary
+
+
+# --------------------------------------------------------------------- a trained detector
+def evaluate_checkpoint(args) -> List[dict]:
+    """``--config`` / ``--checkpoint``: the detector at every scale; JSON to ``--out``."""
+    import mmposenc  # noqa: F401
+    from mmengine.config import Config, DictAction
+    from mmengine.runner import Runner
+    check_device(args.device)
+    register_hosts()
+    msda = use_msda_pytorch(args.msda, args.device)
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        ns = argparse.Namespace()
+        DictAction(option_strings=[], dest='o')(None, ns, list(args.cfg_options))
+        cfg.merge_from_dict(ns.o)
+    if cfg.get('test_dataloader') is None or cfg.get('test_evaluator') is None:
+        raise SystemExit(f'{args.config} has no test_dataloader / test_evaluator')
+    cfg.load_from = args.checkpoint
+    cfg.work_dir = args.work_root
+    cfg.launcher = 'none'
+    for key in ('train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler',
+                'val_dataloader', 'val_cfg', 'val_evaluator'):
+        cfg[key] = None
+    runner = Runner.from_cfg(cfg)
+    runner.load_or_resume()
+    rows = evaluate_scales(runner, cfg, parse_scales(args.scales))
+    lines = ['| test scale | mAP | mAP_50 | mAP_75 |', '|---|---:|---:|---:|']
+    for r in rows:
+        m = r['metrics']
+        lines.append(f"| {r['scale']} | " + ' | '.join(
+            f"{m.get(f'coco/bbox_{k}', float('nan')):.3f}" for k in ('mAP', 'mAP_50', 'mAP_75'))
+            + ' |')
+    print('\n'.join(lines))
+    if args.out:
+        os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
+        with open(args.out, 'w') as f:
+            json.dump(dict(config=args.config, checkpoint=args.checkpoint, msda=msda,
+                           device=args.device, scales=rows), f, indent=1)
+    return rows
+
+
+# ------------------------------------------------------------------------------------ main
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--config', help='evaluate this trained detector (with --checkpoint) '
+                   'instead of running the study')
+    p.add_argument('--checkpoint')
+    p.add_argument('--out', help='--config mode: JSON of the per-scale metrics')
+    p.add_argument('--scales', nargs='+', default=list(DEFAULT_SCALES),
+                   help='test scales: S or SXxSY (width x SX, height x SY); default: '
+                   + ' '.join(DEFAULT_SCALES))
+    p.add_argument('--variants', nargs='+', help='default: all of ' + ', '.join(VARIANTS))
+    p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    p.add_argument('--iters', type=int, help='training iterations (default: the config\'s '
+                   '2500; the schedule is stretched to it)')
+    p.add_argument('--batch-size', type=int, help='training images per iteration '
+                   '(default: the config\'s 4)')
+    p.add_argument('--jobs', type=int, default=1, help='runs at the same time, one process '
+                   'each (default 1)')
+    p.add_argument('--threads', type=int, default=1, help='torch threads per run')
+    p.add_argument('--device', default='cpu', help='cpu or cuda (default cpu)')
+    p.add_argument('--msda', choices=('auto', 'cuda', 'pytorch'), default='auto',
+                   help="mmcv MultiScaleDeformableAttention on CUDA: its kernel ('cuda'), its "
+                   "PyTorch path ('pytorch', for an mmcv without CUDA ops), or 'auto' (the "
+                   'kernel if it runs)')
+    p.add_argument('--time-limit', type=float, help='start no run after this many seconds')
+    p.add_argument('--out-dir', default=osp.join('work_dirs', 'detection_resolution'),
+                   help='runs/*.json, the table, the summary JSON (and the figure unless '
+                   '--figure)')
+    p.add_argument('--figure', help='PNG path (default: <out-dir>/detection_resolution.png)')
+    p.add_argument('--band', choices=('minmax', 'std'), default='minmax',
+                   help='the band around the mean in the figure')
+    p.add_argument('--work-root', help='training work dirs, logs, checkpoints (default: '
+                   '<out-dir>/work)')
+    p.add_argument('--data-dir', default=osp.join('data', 'shapes_coco_demo'),
+                   help="the demo's shapes_coco (made here when missing; default "
+                   'data/shapes_coco_demo, shared with tools/demo.py)')
+    p.add_argument('--quick', action='store_true',
+                   help='smoke run: 16 + 8 tiny-data images, 4 iterations, 2 scales')
+    p.add_argument('--report-only', action='store_true',
+                   help='rebuild the table and the figure from the run files')
+    p.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE',
+                   help='override config keys of every run (DictAction syntax)')
+    p.add_argument('--worker', help=argparse.SUPPRESS)
+    p.add_argument('--seed', type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.variants_given = args.variants is not None
+    args.variants = args.variants or list(VARIANTS)
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        p.error(f'unknown variant(s) {unknown}; choose from {", ".join(VARIANTS)}')
+    try:
+        scales = parse_scales(args.scales)
+    except ValueError as e:
+        p.error(str(e))
+    if not args.config and (1.0, 1.0) not in scales:
+        args.scales = ['1'] + list(args.scales)  # the study's reference: the training scale
+    if args.quick and not args.worker:
+        args.iters = args.iters or 4
+        args.batch_size = args.batch_size or 2
+        if args.scales == list(DEFAULT_SCALES):
+            args.scales = ['0.5', '1', '1x0.75']
+        if args.data_dir == osp.join('data', 'shapes_coco_demo'):
+            args.data_dir = osp.join('data', 'shapes_coco_demo_quick')
+    for name in ('out_dir', 'data_dir'):
+        setattr(args, name, osp.abspath(getattr(args, name)))
+    args.work_root = osp.abspath(args.work_root or osp.join(args.out_dir, 'work'))
+    if args.config and not args.checkpoint:
+        p.error('--config needs --checkpoint')
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.config:
+        return evaluate_checkpoint(args)
+    if args.worker:
+        return run_one(args)
+    if not args.report_only:
+        if not args.device.startswith('cuda') and args.device != 'cpu':
+            raise SystemExit(f'--device must be cpu or cuda[:N], got {args.device!r}')
+        t0 = time.perf_counter()
+        args.data_dir = prepare_data(args.data_dir, args.quick)
+        failed = run_study(args)
+        print(f'study wall time: {time.perf_counter() - t0:.0f} s', flush=True)
+        if failed:
+            report(args)
+            raise SystemExit(f'{len(failed)} run(s) failed: ' +
+                             ', '.join(f'{v}/seed {s}' for v, s in failed))
+    return report(args)
+
+
+if __name__ == '__main__':
+    main()
