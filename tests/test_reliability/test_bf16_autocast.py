@@ -54,6 +54,8 @@ SMALL = {
     'PeripheralPositionEncoding': dict(num_heads=2),
     'RelativePositionBias2d': dict(embed_dims=32, num_heads=2, max_distance=3),
     'RoPE2d': dict(embed_dims=32, num_heads=2),
+    'RoPEMixed': dict(embed_dims=32, num_heads=2, num_layers=2),
+    'DINOv3RoPE': dict(embed_dims=32, num_heads=2),
     'SaPE2': dict(embed_dims=32, num_heads=2),
     'SimplePyramid': dict(in_channels=32),
     'SinCos2dPE': dict(embed_dims=32, num_heads=2),
