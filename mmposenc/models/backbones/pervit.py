@@ -1,5 +1,5 @@
 """PerViT backbone (Min et al., NeurIPS 2022) for classification, detection and segmentation."""
-from typing import Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -14,6 +14,31 @@ from mmposenc.registry import MODELS
 from ..layers.attention.mpa import MPA
 from ..layers.generators.peripheral import (PPE_INITS, build_peripheral_embedding,
                                             ppe_init_schedule)
+from ..utils.padding_exact import bound_image_shapes, zero_padding
+from ..utils.padding_masks import masks_from_valid_shapes
+
+#: The steps of PerViT's padding-exact mode (each can be left out to show it is needed): zero
+#: the padded pixels / cells before every stem convolution (``'stem'``) and the padded tokens
+#: before every CPE (``'cpe'``); run every MPA on each image's own token grid, Phi_p of that
+#: grid and no padded key (``'attention'``); ``-inf`` at the padded cells before the
+#: resamplers' max-pooling (``'resample'``); zero the padded cells of the outputs
+#: (``'outputs'``).
+EXACT_STEPS = frozenset({'stem', 'cpe', 'attention', 'resample', 'outputs'})
+#: Stem / resampler norms that are per cell in eval mode (a per-channel affine map).
+_PER_CELL_NORMS = ('BN', 'BN2d', 'SyncBN')
+
+Shape = Tuple[int, int]
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _own_cells(size: int, scale: float) -> int:
+    """``ceil(size / stride)``: the cells of an image of ``size`` pixels in a map of stride
+    ``16 / scale`` (``scale`` a featmap scale: 4, 2, 1, 0.5 or 0.25)."""
+    return _ceil_div(size * int(scale), 16) if scale >= 1 else _ceil_div(size,
+                                                                         round(16 / scale))
 
 
 class PerViTMlp(BaseModule):
@@ -89,14 +114,62 @@ class PerViTBlock(BaseModule):
         self.shortcut = nn.Linear(embed_dims, out_dims) if out_dims != embed_dims else \
             nn.Identity()
 
-    def forward(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
-        """``(B, H*W, C_in) -> (B, H*W, C_out)``."""
+    def forward(self, x: torch.Tensor, hw_shape: Sequence[int],
+                valid: Optional[Sequence[Shape]] = None,
+                steps: frozenset = EXACT_STEPS) -> torch.Tensor:
+        """``(B, H*W, C_in) -> (B, H*W, C_out)``.
+
+        ``valid``: ``(rows, cols)`` of the token grid each image owns in a padded batch
+        (:class:`PerViT` with ``padding_exact=True``): its padded tokens are zeroed before the
+        CPE (the zero padding the image alone has) and the MPA runs on each image's own grid
+        (:meth:`own_grid_attention`); None: the stock block.
+        """
         b, n, c = x.shape
         y = x
         if self.cpe is not None:
-            y = self.cpe(x.transpose(1, 2).reshape(b, c, *hw_shape)).flatten(2).transpose(1, 2)
-        x = x + self.drop_path(self.attn(self.norm1(y), hw_shape))
+            if valid is not None and 'cpe' in steps:
+                x_map = zero_padding(x.transpose(1, 2).reshape(b, c, *hw_shape),
+                                     masks_from_valid_shapes(valid, hw_shape, x.device))
+            else:
+                x_map = x.transpose(1, 2).reshape(b, c, *hw_shape)
+            y = self.cpe(x_map).flatten(2).transpose(1, 2)
+        y = self.norm1(y)
+        if valid is not None and 'attention' in steps:
+            attn = self.own_grid_attention(y, hw_shape, valid)
+        else:
+            attn = self.attn(y, hw_shape)
+        x = x + self.drop_path(attn)
         return self.shortcut(x) + self.drop_path(self.mlp(self.norm2(x)))
+
+    def own_grid_attention(self, y: torch.Tensor, hw_shape: Sequence[int],
+                           valid: Sequence[Shape]) -> torch.Tensor:
+        """The MPA of each image on its own ``rows x cols`` token grid: the computation of
+        the image alone (Phi_p depends on the whole grid: coordinates normalised to
+        ``[-1, 1]`` over it, instance norms over its keys), images of one grid size batched
+        together; zero at the padded tokens.
+
+        Args:
+            y (Tensor): Normed tokens ``(B, H*W, C)`` of the padded grid ``hw_shape``.
+            hw_shape (Sequence[int]): ``(H, W)``.
+            valid (Sequence[tuple[int, int]]): ``(rows, cols)`` owned by each image.
+
+        Returns:
+            Tensor: ``(B, H*W, C)``.
+        """
+        b, n, c = y.shape
+        H, W = hw_shape
+        grid = y.view(b, H, W, c)
+        out = None
+        groups = {}
+        for i, shape in enumerate(valid):
+            groups.setdefault(tuple(shape), []).append(i)
+        for (h, w), idx in groups.items():
+            idx_t = torch.as_tensor(idx, device=y.device)
+            own = self.attn(grid[idx_t, :h, :w].reshape(len(idx), h * w, c), (h, w))
+            if out is None:  # the attention's dtype (bfloat16 under autocast)
+                out = own.new_zeros(b, H, W, c)
+            out[idx_t, :h, :w] = own.view(len(idx), h, w, c)
+        return out.view(b, n, c)
 
 
 class StemConv(nn.Module):
@@ -276,6 +349,18 @@ class PerViT(BaseModule):
         with_cp (bool): Activation checkpointing per block in training: a block keeps only
             its input and is recomputed in backward (at 1333 x 800 the ``B x heads x N x N``
             attention probabilities of 12 blocks dominate the memory). Defaults to False.
+        padding_exact (bool): With the image sizes of a padded batch bound by the detector
+            (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`), every
+            image gets on its ``ceil(img / stride)`` cells of every output what it gets
+            alone: the padded pixels / cells zeroed before every stem convolution (the zero
+            padding of the image alone; the patchify stem's partial patch included), the
+            padded tokens zeroed before every CPE, every MPA run on the image's own
+            ``ceil(img / 16)`` token grid (Phi_p of that grid, no padded key: Phi_p depends
+            on the whole grid), ``-inf`` at the padded cells before the resamplers'
+            max-pooling, the padded cells of the outputs zeroed. Exact in eval mode (the
+            stem's BatchNorm is then per cell; in training its batch statistics differ
+            alone and batched anyway). Needs BatchNorm (or none) as ``stem_norm_cfg``.
+            Defaults to False.
         init_cfg (dict | list[dict], optional): Defaults to truncated normal (std 0.02) for
             linear layers and 1/0 for LayerNorm, as in the official code.
 
@@ -319,11 +404,19 @@ class PerViT(BaseModule):
                  freeze_phi_p: bool = False,
                  flop_match: bool = False,
                  with_cp: bool = False,
+                 padding_exact: bool = False,
                  init_cfg: Optional[Union[dict, list]] = [
                      dict(type='TruncNormal', layer='Linear', std=0.02, bias=0.),
                      dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
                  ]):
         super().__init__(init_cfg=init_cfg)
+        if padding_exact and stem_norm_cfg.get('type') not in _PER_CELL_NORMS:
+            raise ValueError(f"PerViT: padding_exact=True does not cover stem_norm_cfg type="
+                             f"{stem_norm_cfg.get('type')!r} (statistics over the padded map); "
+                             "use BN or set padding_exact=False")
+        self.padding_exact = padding_exact
+        #: The steps taken in padding-exact mode (all of :data:`EXACT_STEPS`).
+        self._exact_steps = EXACT_STEPS
         if isinstance(arch, str):
             if arch.lower() not in self.arch_zoo:
                 raise ValueError(f'Arch {arch} is not in default archs {set(self.arch_zoo)}')
@@ -467,22 +560,54 @@ class PerViT(BaseModule):
         """Every Phi_p parameter once (``w_r`` / the ``Lrn`` table, projections, norms)."""
         return [p for m in self.phi_p_modules() for p in m.parameters()]
 
+    def _stem(self, x: torch.Tensor, valid: Optional[List[Shape]]) -> torch.Tensor:
+        """The stem; with ``valid`` (pixels per image) the padded cells zeroed before every
+        convolution: ``ceil(img / 2 ** k)`` cells are the image's after ``k`` stride-2
+        convolutions (the sizes of the image alone)."""
+        steps = self._exact_steps if valid is not None else ()
+        if not self.conv_stem:  # as many tokens as the C-stem: ceil(H / 16) x ceil(W / 16)
+            if 'stem' in steps:  # the image alone pads its partial patch with zeros
+                x = zero_padding(x, masks_from_valid_shapes(valid, x.shape[-2:], x.device))
+            x = F.pad(x, (0, -x.shape[-1] % 16, 0, -x.shape[-2] % 16))
+            return self.stem(x)
+        for k, unit in enumerate(self.stem):
+            if 'stem' in steps:
+                cells = [(_ceil_div(h, 2**k), _ceil_div(w, 2**k)) for h, w in valid]
+                x = zero_padding(x, masks_from_valid_shapes(cells, x.shape[-2:], x.device))
+            x = unit(x)
+        return self.stem_proj(x)
+
+    def _resample(self, resampler: nn.Module, x: torch.Tensor,
+                  mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """A resampler on a stride-16 map whose padded cells (``mask``) are zero: transposed
+        convolutions give every cell from one input cell and the norm between them is per
+        cell in eval mode, so only the max-pooling reads padded cells (``-inf`` there, as its
+        ``ceil_mode`` border alone)."""
+        if mask is not None and 'resample' in self._exact_steps and isinstance(
+                resampler, nn.MaxPool2d):
+            x = zero_padding(x, mask, float('-inf'))
+        return resampler(x)
+
     def forward(self, x: torch.Tensor):
         """Images ``(B, C_in, H, W)`` -> tuple of ``(B, C_i, H/16, W/16)`` maps (times the
         ``featmap_scales``), one per ``out_indices``."""
-        if not self.conv_stem:  # as many tokens as the C-stem: ceil(H / 16) x ceil(W / 16)
-            x = F.pad(x, (0, -x.shape[-1] % 16, 0, -x.shape[-2] % 16))
-        x = self.stem_proj(self.stem(x))
+        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        steps = self._exact_steps
+        x = self._stem(x, valid)
         b, _, h, w = x.shape
         hw_shape = (h, w)
+        tokens = mask = None  # the token grid each image owns, and its mask
+        if valid is not None:
+            tokens = [(_ceil_div(ih, 16), _ceil_div(iw, 16)) for ih, iw in valid]
+            mask = masks_from_valid_shapes(tokens, hw_shape, x.device)
         x = x.flatten(2).transpose(1, 2)
         feats = {}
         last = self.stage_ends[max(self.out_indices)]
         for i, blk in enumerate(self.blocks[:last + 1]):
             if self.with_cp and self.training and torch.is_grad_enabled():
-                x = checkpoint(blk, x, hw_shape, use_reentrant=False)
+                x = checkpoint(blk, x, hw_shape, tokens, steps, use_reentrant=False)
             else:
-                x = blk(x, hw_shape)
+                x = blk(x, hw_shape, tokens, steps)
             if i in self.stage_ends:
                 stage = self.stage_ends.index(i)
                 if stage in self.out_indices:
@@ -490,7 +615,12 @@ class PerViT(BaseModule):
                     feats[stage] = y.transpose(1, 2).reshape(b, -1, h, w)
         outs = [feats[i] for i in self.out_indices]
         if self.featmap_scales is not None:
-            outs = [r(o) for r, o in zip(self.resamplers, outs)]
+            outs = [self._resample(r, o, mask) for r, o in zip(self.resamplers, outs)]
+        if valid is not None and 'outputs' in steps:  # ceil(img / stride) cells per image
+            scales = self.featmap_scales or (1, ) * len(outs)
+            outs = [zero_padding(o, masks_from_valid_shapes(
+                [(_own_cells(ih, s), _own_cells(iw, s)) for ih, iw in valid], o.shape[-2:],
+                o.device)) for o, s in zip(outs, scales)]
         return tuple(outs)
 
     def extra_repr(self) -> str:

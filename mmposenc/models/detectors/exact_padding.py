@@ -11,7 +11,8 @@ column of padding as image whenever the batch size is not a multiple of the stri
   export, or no image of the batch padded);
 - :meth:`~ExactPaddingMixin.extract_feat`: the backbone, then the neck with the masks of the
   backbone maps when the neck declares ``takes_padding_masks`` (e.g.
-  :class:`~mmposenc.models.necks.MaskedChannelMapper`), else the neck as mmdet calls it. In
+  :class:`~mmposenc.models.necks.MaskedChannelMapper`; in a list ``neck=[...]`` each part
+  that declares it, with the masks of its own inputs), else the neck as mmdet calls it. In
   ``loss`` / ``predict`` / ``_forward`` the data samples reach it without any change to the
   host's methods (they are wrapped, so subclasses such as DINO keep their own).
 
@@ -24,7 +25,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 from mmdet.structures import OptSampleList
-from torch import Tensor
+from torch import Tensor, nn
 
 from mmposenc.models.utils.call_state import CallState
 from mmposenc.models.utils.padding_exact import backbone_image_shapes
@@ -120,10 +121,19 @@ class ExactPaddingMixin:
             x = self.backbone(batch_inputs)
         if not self.with_neck:
             return x
-        if not getattr(self.neck, 'takes_padding_masks', False):
+        # a list ``neck=[...]`` (an nn.Sequential, e.g. SimplePyramid then FPN): each part
+        # that takes masks gets those of its own inputs (strides measured after the first)
+        parts = list(self.neck) if isinstance(self.neck, nn.Sequential) else [self.neck]
+        if not any(getattr(part, 'takes_padding_masks', False) for part in parts):
             return self.neck(x)
-        return self.neck(
-            x, padding_masks=self.feature_padding_masks(x, samples, self.backbone_strides))
+        strides = self.backbone_strides
+        for part in parts:
+            if getattr(part, 'takes_padding_masks', False):
+                x = part(x, padding_masks=self.feature_padding_masks(x, samples, strides))
+            else:
+                x = part(x)
+            strides = None
+        return x
 
     def _samples_for_neck(self, batch_data_samples: OptSampleList):
         """Context in which :meth:`extract_feat` of this call sees ``batch_data_samples``

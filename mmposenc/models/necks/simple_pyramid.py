@@ -8,6 +8,19 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model import BaseModule, ModuleList
 
 from mmposenc.registry import MODELS
+from ..utils.padding_exact import zero_padding
+from ..utils.padding_masks import as_bool_padding_mask, masks_from_valid_shapes, \
+    valid_shapes_of_masks
+from .masked_channel_mapper import masked_group_norm
+
+#: The steps of SimplePyramid's padding-exact mode (each can be left out to show it is
+#: needed): ``-inf`` at the padded cells before max-pooling (``'pool'``), GroupNorm statistics
+#: over each image's own cells (``'norm'``), the padded cells of the outputs zeroed
+#: (``'outputs'``).
+EXACT_STEPS = frozenset({'pool', 'norm', 'outputs'})
+#: Norms between two transposed convolutions that the padding-exact mode covers: GroupNorm
+#: (statistics over the image's cells) and BatchNorm (per cell in eval mode).
+_COVERED_NORMS = ('GN', 'BN', 'BN2d', 'SyncBN')
 
 
 def _log2_of_scale(scale: float) -> int:
@@ -43,6 +56,17 @@ class SimplePyramid(BaseModule):
             independent, unlike the ``SyncBN`` of mmseg's BEiT configs).
         act_cfg (dict): Activation after that norm. Defaults to
             ``dict(type='GELU')``.
+        padding_exact (bool): Take the padding masks of the input maps
+            (``forward(inputs, padding_masks)``; the detectors of mmposenc,
+            :class:`~mmposenc.models.detectors.ExactPaddingMixin`, pass them, also
+            to a ``SimplePyramid`` in a list ``neck=[...]``) and give every image
+            of a padded batch, on the cells its map has alone, what it gets
+            alone: ``-inf`` at the padded cells before max-pooling (its
+            ``ceil_mode`` border alone), GroupNorm statistics over the image's
+            own cells (``2 ** i`` times its input cells after ``i`` transposed
+            convolutions, which read no neighbour), the outputs zero beyond
+            the image's cells. Needs GroupNorm, BatchNorm (exact in eval mode)
+            or no norm. Defaults to False.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 
     ``forward`` takes either one map per scale (e.g. CPVT with
@@ -64,10 +88,19 @@ class SimplePyramid(BaseModule):
                  scales: Sequence[float] = (4, 2, 1, 0.5),
                  norm_cfg: Optional[dict] = dict(type='GN', num_groups=32),
                  act_cfg: dict = dict(type='GELU'),
+                 padding_exact: bool = False,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         if not scales:
             raise ValueError('scales must name at least one output scale')
+        if padding_exact and norm_cfg is not None and norm_cfg.get(
+                'type') not in _COVERED_NORMS and any(_log2_of_scale(s) > 1 for s in scales):
+            raise ValueError(f"SimplePyramid: padding_exact=True does not cover norm_cfg type="
+                             f"{norm_cfg.get('type')!r}; use GN or BN, or set "
+                             'padding_exact=False')
+        self.padding_exact = padding_exact
+        #: The steps taken with padding masks (all of :data:`EXACT_STEPS`).
+        self._exact_steps = EXACT_STEPS
         self.in_channels = in_channels
         self.scales = tuple(scales)
         #: One rescaling branch per entry of ``scales``.
@@ -88,15 +121,39 @@ class SimplePyramid(BaseModule):
             layers.append(nn.ConvTranspose2d(self.in_channels, self.in_channels, 2, stride=2))
         return nn.Sequential(*layers)
 
-    def forward(self, inputs: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
+    @property
+    def takes_padding_masks(self) -> bool:
+        """:class:`~mmposenc.models.detectors.ExactPaddingMixin` passes padding masks to
+        necks that declare this: ``padding_exact``."""
+        return self.padding_exact
+
+    def forward(self, inputs: Sequence[torch.Tensor],
+                padding_masks: Optional[Sequence[torch.Tensor]] = None
+                ) -> Tuple[torch.Tensor, ...]:
         """Args:
             inputs (Sequence[Tensor]): ``len(scales)`` maps, or one, each
                 (B, in_channels, H, W).
+            padding_masks (Sequence[Tensor], optional): Bool (B, H, W) per
+                input, True at padded cells (each image's cells a top-left
+                rectangle, e.g. from
+                :func:`~mmposenc.models.utils.feature_padding_masks`): every
+                image gets what it gets alone on its cells (see
+                ``padding_exact``). None: no padding.
 
         Returns:
             tuple[Tensor]: One (B, in_channels, H * s, W * s) map per scale
             ``s`` (rounded up for pooled outputs).
         """
+        if padding_masks is not None:
+            if len(padding_masks) != len(inputs) or any(
+                    tuple(m.shape) != (x.shape[0], ) + tuple(x.shape[-2:])
+                    for m, x in zip(padding_masks, inputs)):
+                raise ValueError('padding_masks must hold one (B, H, W) mask per input map, '
+                                 f'got {[tuple(m.shape) for m in padding_masks]} for maps '
+                                 f'{[tuple(x.shape) for x in inputs]}')
+            padding_masks = [as_bool_padding_mask(m, 'padding_masks') for m in padding_masks]
+            if len(padding_masks) == 1:
+                padding_masks = padding_masks * len(self.scales)
         if len(inputs) == 1:
             inputs = tuple(inputs) * len(self.scales)
         if len(inputs) != len(self.scales):
@@ -106,7 +163,47 @@ class SimplePyramid(BaseModule):
             if x.dim() != 4 or x.shape[1] != self.in_channels:
                 raise ValueError(f'expected (B, {self.in_channels}, H, W) maps, got '
                                  f'{tuple(x.shape)}')
-        return tuple(branch(x) for branch, x in zip(self.branches, inputs))
+        if padding_masks is None:
+            return tuple(branch(x) for branch, x in zip(self.branches, inputs))
+        return tuple(self._exact_branch(branch, s, x, m) for branch, s, x, m in zip(
+            self.branches, self.scales, inputs, padding_masks))
+
+    def _exact_branch(self, branch: nn.Module, scale: float, x: torch.Tensor,
+                      mask: torch.Tensor) -> torch.Tensor:
+        """One branch on a padded batch; each image's cells as for the image alone.
+
+        A transposed 2x2 stride-2 convolution makes every output cell from one input cell
+        (no neighbour is read), so the image's ``v`` cells give exactly its ``2 v`` cells;
+        a GroupNorm between two of them takes each image's statistics over those cells
+        (alone the map has no others); max-pooling reads the padded cells of its last
+        window (``-inf``: the image alone pools over its ``ceil_mode`` border); the
+        identity passes the map. Outside the image's cells (``v * scale``, rounded up when
+        pooled) the output is zero.
+        """
+        steps = self._exact_steps
+        valid = valid_shapes_of_masks(mask)  # (B, 2) cells of the image alone
+        k = _log2_of_scale(scale)
+        if k < 0:
+            if 'pool' in steps:
+                x = zero_padding(x, mask, float('-inf'))
+            x = branch(x)
+            f = 2**-k
+            valid = torch.div(valid + f - 1, f, rounding_mode='floor')
+        elif k > 0:
+            for layer in branch:
+                if isinstance(layer, nn.ConvTranspose2d):
+                    x = layer(x)
+                    valid = valid * 2
+                elif isinstance(layer, nn.GroupNorm) and 'norm' in steps:
+                    x = masked_group_norm(
+                        x, layer, masks_from_valid_shapes(valid.tolist(), x.shape[-2:],
+                                                          x.device))
+                else:
+                    x = layer(x)
+        if 'outputs' in steps:
+            x = zero_padding(x, masks_from_valid_shapes(valid.tolist(), x.shape[-2:],
+                                                        x.device))
+        return x
 
     def extra_repr(self) -> str:
         return f'in_channels={self.in_channels}, scales={self.scales}'
