@@ -392,9 +392,9 @@ def run_one(args) -> dict:
 
 
 # ------------------------------------------------------------------------------ the study
-def worker_argv(args) -> List[str]:
+def worker_argv(args, device: str) -> List[str]:
     argv = ['--out-dir', args.out_dir, '--work-root', args.work_root, '--data-dir',
-            args.data_dir, '--device', args.device, '--msda', args.msda, '--threads',
+            args.data_dir, '--device', device, '--msda', args.msda, '--threads',
             str(args.threads), '--scales', *args.scales]
     if args.iters:
         argv += ['--iters', str(args.iters)]
@@ -407,36 +407,42 @@ def worker_argv(args) -> List[str]:
 
 def run_study(args) -> List[Tuple[str, int]]:
     """Train and evaluate every (variant, seed) without a run file, ``args.jobs`` processes at
-    a time, seeds outermost (an interrupted study has whole seeds). No new run starts after
-    ``args.time_limit`` seconds. Returns the runs that failed."""
+    a time, seeds outermost (an interrupted study has whole seeds). With ``--device cuda``,
+    ``args.cpu_jobs`` of the ``args.jobs`` slots train on the CPU instead (a free GPU slot is
+    taken first; each run records its device). No new run starts after ``args.time_limit``
+    seconds. Returns the runs that failed."""
     todo = [(v, s) for s in args.seeds for v in args.variants
             if not osp.isfile(run_path(args.out_dir, v, s))]
-    print(f'{len(todo)} run(s) to do, {args.jobs} at a time', flush=True)
+    cpu_slots = args.jobs if args.device == 'cpu' else min(args.cpu_jobs, args.jobs)
+    print(f'{len(todo)} run(s) to do, {args.jobs} at a time'
+          + (f' ({args.jobs - cpu_slots} on {args.device}, {cpu_slots} on the CPU)'
+             if args.device != 'cpu' else ''), flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                MKL_NUM_THREADS=str(args.threads))
-    if args.device == 'cpu':
-        env['CUDA_VISIBLE_DEVICES'] = ''
-    argv = worker_argv(args)
+    cpu_env = dict(env, CUDA_VISIBLE_DEVICES='')
     t0 = time.perf_counter()
     running, failed = {}, []
     os.makedirs(args.work_root, exist_ok=True)
     while todo or running:
         late = args.time_limit is not None and time.perf_counter() - t0 > args.time_limit
         while todo and len(running) < max(1, args.jobs) and not late:
+            on_cpu = sum(1 for r in running.values() if r[3] == 'cpu')
+            device = args.device if len(running) - on_cpu < args.jobs - cpu_slots else 'cpu'
             v, s = todo.pop(0)
             log = open(osp.join(args.work_root, f'{v}__seed{s}.log'), 'w')
-            cmd = [sys.executable, osp.realpath(__file__), *argv, '--worker', v,
-                   '--seed', str(s)]
-            running[(v, s)] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                                env=env), log, time.perf_counter())
-            print(f'[{v} seed {s}] started (log {log.name})', flush=True)
+            cmd = [sys.executable, osp.realpath(__file__), *worker_argv(args, device),
+                   '--worker', v, '--seed', str(s)]
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                    env=cpu_env if device == 'cpu' else env)
+            running[(v, s)] = (proc, log, time.perf_counter(), device)
+            print(f'[{v} seed {s}] started on {device} (log {log.name})', flush=True)
         if late and todo:
             print(f'--time-limit {args.time_limit} s reached: {len(todo)} run(s) not started: '
                   + ', '.join(f'{v}/{s}' for v, s in todo), flush=True)
             todo = []
         time.sleep(0.5)
         for key in list(running):
-            proc, log, started = running[key]
+            proc, log, started, device = running[key]
             if proc.poll() is None:
                 continue
             log.close()
@@ -446,10 +452,10 @@ def run_study(args) -> List[Tuple[str, int]]:
                 failed.append(key)
                 with open(log.name) as f:
                     tail = f.read()[-3000:]
-                print(f'[{key[0]} seed {key[1]}] FAILED (exit {proc.returncode}, {took:.0f} s); '
-                      f'end of {log.name}:\n{tail}', flush=True)
+                print(f'[{key[0]} seed {key[1]}] FAILED on {device} (exit {proc.returncode}, '
+                      f'{took:.0f} s); end of {log.name}:\n{tail}', flush=True)
             else:
-                print(f'[{key[0]} seed {key[1]}] done in {took:.0f} s '
+                print(f'[{key[0]} seed {key[1]}] done on {device} in {took:.0f} s '
                       f'({time.perf_counter() - t0:.0f} s since start)', flush=True)
     return failed
 
@@ -649,8 +655,14 @@ def report(args) -> dict:
     with open(osp.join(args.out_dir, 'detection_resolution.json'), 'w') as f:
         json.dump(summary, f, indent=1)
     figure = args.figure or osp.join(args.out_dir, 'detection_resolution.png')
-    plot(summary, figure, band=args.band)
     print(table)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print('matplotlib is not installed: no figure (the table and the runs are written; '
+              '--report-only rebuilds the figure where it is)')
+        return summary
+    plot(summary, figure, band=args.band)
     print(f'figure: {figure}')
     return summary
 
@@ -713,6 +725,9 @@ def parse_args(argv=None):
                    '(default: the config\'s 4)')
     p.add_argument('--jobs', type=int, default=1, help='runs at the same time, one process '
                    'each (default 1)')
+    p.add_argument('--cpu-jobs', type=int, default=0,
+                   help='with --device cuda: this many of the --jobs slots train on the CPU '
+                   '(tiny models: a many-core machine trains more at once than one GPU)')
     p.add_argument('--threads', type=int, default=1, help='torch threads per run')
     p.add_argument('--device', default='cpu', help='cpu or cuda (default cpu)')
     p.add_argument('--msda', choices=('auto', 'cuda', 'pytorch'), default='auto',
@@ -776,9 +791,17 @@ def main(argv=None):
         if not args.device.startswith('cuda') and args.device != 'cpu':
             raise SystemExit(f'--device must be cpu or cuda[:N], got {args.device!r}')
         t0 = time.perf_counter()
+        started = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())
         args.data_dir = prepare_data(args.data_dir, args.quick)
         failed = run_study(args)
-        print(f'study wall time: {time.perf_counter() - t0:.0f} s', flush=True)
+        wall = time.perf_counter() - t0
+        print(f'study wall time: {wall:.0f} s', flush=True)
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(osp.join(args.out_dir, 'study_log.jsonl'), 'a') as f:  # one line per call
+            f.write(json.dumps(dict(
+                started=started, wall_s=wall, argv=sys.argv[1:], failed=failed,
+                cpu_count=os.cpu_count(), code=code_state(),
+                load_end=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None)) + '\n')
         if failed:
             report(args)
             raise SystemExit(f'{len(failed)} run(s) failed: ' +
