@@ -78,6 +78,13 @@ SMALL = {
 EXCLUDED = {
     'ResolutionTTAClassifier': 'a test-time wrapper around a user classifier; its forward is '
                                'the wrapped classifier\'s (covered through CPVT/PEViT)',
+    'PaddingExactMask2Former': 'mmdet\'s Mask2Former binding the image sizes for the '
+                               'backbone; its forward is the backbone\'s and the head\'s '
+                               '(PaddingExactResNet, PaddingAwareMask2FormerHead)',
+    'PaddingExactEncoderDecoder': 'mmseg\'s EncoderDecoder binding the image sizes for the '
+                                  'backbone; its forward is the backbone\'s and the head\'s '
+                                  '(SwinPEG, PaddingAwareSegMask2FormerHead)',
+    'BatchPaddingSegDataPreprocessor': 'a data preprocessor (no forward on tensors)',
 }
 DETECTORS = ('PEGDETR', 'PEGDeformableDETR', 'PEGConditionalDETR', 'PEGDABDETR', 'PEGDINO')
 #: built from full configs under mmdet's scope (tiny_detr_cfgs.build)

@@ -1,0 +1,145 @@
+"""mmdet's and mmseg's models that bind the image sizes of a padded batch for a padding-exact
+backbone (issue 20).
+
+A backbone in padding-exact mode (``mmposenc.PaddingExactResNet``, ``PVTPEG`` / ``SwinPEG`` /
+``CPVT`` with ``padding_exact=True``) needs each image's ``img_shape``, which the hosts'
+``backbone(batch_inputs)`` does not pass. mmposenc's DETR family binds them in
+:class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin`; the classes here do the
+same for the other hosts mmposenc ships configs for (same arguments and state dict as the
+host class; with no padded image, or no padding-exact backbone, they are the host):
+
+- :class:`PaddingExactMask2Former`: mmdet's ``Mask2Former`` (instance / panoptic);
+- :class:`PaddingExactEncoderDecoder`: mmseg's ``EncoderDecoder`` (``loss`` and whole
+  inference; slide inference runs on crops that are image, and binds nothing).
+
+With :class:`~mmposenc.models.detectors.peg_mask2former.PaddingAwareMask2FormerHead` /
+``PaddingAwareSegMask2FormerHead`` the whole Mask2Former gives an image the same masks and
+scores alone and in a padded batch.
+"""
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Sequence
+
+import torch
+from mmdet.models.detectors import Mask2Former
+from torch import Tensor
+
+from mmposenc.registry import MODELS
+from ..utils.call_state import CallState
+from ..utils.padding_exact import backbone_image_shapes
+from .exact_padding import ExactPaddingMixin
+
+#: The image shapes of each segmentor's running ``loss`` / whole inference (thread / task local).
+_SEG_SHAPES = CallState('mmposenc_segmentor_img_shapes')
+
+
+@MODELS.register_module()
+class PaddingExactMask2Former(ExactPaddingMixin, Mask2Former):
+    """mmdet's :class:`~mmdet.models.detectors.Mask2Former` binding each image's ``img_shape``
+    for a padding-exact backbone (:class:`ExactPaddingMixin`; arguments and state dict are
+    mmdet's).
+
+    Examples:
+        >>> # in a config inheriting mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco.py
+        >>> model = dict(type='mmposenc.PaddingExactMask2Former',
+        ...              backbone=dict(type='mmposenc.PaddingExactResNet'),
+        ...              panoptic_head=dict(type='mmposenc.PaddingAwareMask2FormerHead'))
+    """
+
+
+def _padded_shapes(inputs: Tensor, metas: Optional[Sequence[dict]]) -> Optional[List]:
+    """Each image's ``img_shape`` when some image is smaller than ``inputs``, else None."""
+    if not metas or torch.onnx.is_in_onnx_export():
+        return None
+    H, W = inputs.shape[-2:]
+    shapes = [tuple(int(v) for v in m['img_shape'][:2]) for m in metas]
+    return None if all(s == (H, W) for s in shapes) else shapes
+
+
+try:
+    from mmseg.models.data_preprocessor import SegDataPreProcessor
+    from mmseg.models.segmentors import EncoderDecoder
+    from mmseg.utils import stack_batch
+except ImportError:  # mmseg is optional for the detectors
+    EncoderDecoder = None
+
+if EncoderDecoder is not None:
+
+    @MODELS.register_module()
+    class PaddingExactEncoderDecoder(EncoderDecoder):
+        """mmseg's :class:`~mmseg.models.segmentors.EncoderDecoder` binding each image's
+        ``img_shape`` for a padding-exact backbone around ``backbone(inputs)`` in ``loss``
+        and in whole inference (arguments and state dict are mmseg's).
+
+        Examples:
+            >>> # in a config inheriting an mmseg segmentation config
+            >>> model = dict(type='mmposenc.PaddingExactEncoderDecoder',
+            ...              backbone=dict(type='mmposenc.SwinPEG', padding_exact=True))
+        """
+
+        @contextmanager
+        def _image_shapes(self, inputs: Tensor, metas: Optional[Sequence[dict]]
+                          ) -> Iterator[None]:
+            shapes = _padded_shapes(inputs, metas)
+            if shapes is None:
+                yield
+                return
+            with _SEG_SHAPES.bind(self, shapes):
+                yield
+
+        def extract_feat(self, inputs: Tensor) -> List[Tensor]:
+            """Backbone (with the bound image sizes), then neck."""
+            with backbone_image_shapes(self.backbone, _SEG_SHAPES.get(self)):
+                x = self.backbone(inputs)
+            return self.neck(x) if self.with_neck else x
+
+        def loss(self, inputs: Tensor, data_samples) -> dict:
+            """mmseg's ``loss``, the backbone seeing each image's ``img_shape``."""
+            with self._image_shapes(inputs, [s.metainfo for s in data_samples]):
+                return super().loss(inputs, data_samples)
+
+        def whole_inference(self, inputs: Tensor, batch_img_metas: List[dict]) -> Tensor:
+            """mmseg's whole inference, the backbone seeing each image's ``img_shape``."""
+            with self._image_shapes(inputs, batch_img_metas):
+                return super().whole_inference(inputs, batch_img_metas)
+
+        def _forward(self, inputs: Tensor, data_samples=None):
+            """mmseg's ``_forward``, the backbone seeing each image's ``img_shape``."""
+            metas = None if data_samples is None else [s.metainfo for s in data_samples]
+            with self._image_shapes(inputs, metas):
+                return super()._forward(inputs, data_samples)
+
+    @MODELS.register_module()
+    class BatchPaddingSegDataPreprocessor(SegDataPreProcessor):
+        """mmseg's :class:`~mmseg.models.data_preprocessor.SegDataPreProcessor` that also
+        batches test images of different sizes: with a ``test_cfg`` (``size`` or
+        ``size_divisor``) each image is padded at the bottom / right to the common size, its
+        ``img_padding_size`` and ``pad_shape`` recorded (mmseg's ``postprocess_result`` crops
+        each back), where mmseg's refuses a batch of different sizes. Same arguments; images
+        of one size and training batches are mmseg's.
+
+        Examples:
+            >>> model = dict(data_preprocessor=dict(
+            ...     type='mmposenc.BatchPaddingSegDataPreprocessor',
+            ...     test_cfg=dict(size_divisor=32)))
+        """
+
+        def forward(self, data: dict, training: bool = False) -> dict:
+            inputs = data['inputs']
+            if training or not self.test_cfg or len(
+                    {tuple(x.shape[1:]) for x in inputs}) == 1:
+                return super().forward(data, training)
+            data = self.cast_data(data)
+            inputs, data_samples = data['inputs'], data.get('data_samples', None)
+            if self.channel_conversion and inputs[0].size(0) == 3:
+                inputs = [x[[2, 1, 0], ...] for x in inputs]
+            inputs = [x.float() for x in inputs]
+            if self._enable_normalize:
+                inputs = [(x - self.mean) / self.std for x in inputs]
+            inputs, padded = stack_batch(
+                inputs=inputs, size=self.test_cfg.get('size', None),
+                size_divisor=self.test_cfg.get('size_divisor', None), pad_val=self.pad_val,
+                seg_pad_val=self.seg_pad_val)
+            if data_samples is not None:
+                for sample, pad_info in zip(data_samples, padded):
+                    sample.set_metainfo({**pad_info})
+            return dict(inputs=inputs, data_samples=data_samples)
