@@ -88,7 +88,7 @@ def check_ablation_args(owner: str, encoder_pos: str, peg_after=None, peg_cfg=No
     """
     check_encoder_pos(encoder_pos)
     uses_peg = 'peg' in encoder_pos
-    peg_modes = "'peg', 'sine+peg', 'cape+peg', 'rope_mixed+peg' or 'rope_dinov3+peg'"
+    peg_modes = "'peg', 'sine+peg' or 'cape+peg'"  # every host has these
     for name, value, needed, modes in (
             ('peg_after', peg_after, uses_peg, peg_modes),
             ('peg_cfg', peg_cfg, uses_peg, peg_modes),
