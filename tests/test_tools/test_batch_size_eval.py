@@ -1,0 +1,53 @@
+"""tools/analysis/batch_size_eval.py (issue 20, item 4), run as a user runs it: a fresh process
+in a folder of their own, the shipped demo config through mmengine's Runner.test at batch 1
+and 2 (and 2 in aspect-ratio order) on generated shapes images of different sizes, random
+weights with trained-like norms. Ours (padding-exact by default) gives every image the same
+predictions and the same mAP at every batch size; mmdet's own classes on the same weights do
+not. No timing is asserted."""
+import json
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+pytest.importorskip('mmdet')
+
+TOOL = osp.join(REPO_ROOT, 'tools', 'analysis', 'batch_size_eval.py')
+CONFIG = osp.join(REPO_ROOT, 'configs', 'peg_deformable_detr',
+                  'deformable-detr-sine_r18-quarter_1xb4-2500i_shapes.py')
+
+
+def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path):
+    sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'dataset_converters'))
+    from make_shapes_coco import make_shapes_coco
+    # the config's data_root, relative to the user's folder: images of 96-128 px, padded
+    make_shapes_coco(str(tmp_path / 'data' / 'shapes_coco'), num_train=2, num_val=6,
+                     min_size=96, max_size=128, seed=0)
+    proc = subprocess.run(
+        [sys.executable, TOOL, '--random-weights', '--keep-data', '--num-images', '6',
+         '--batch-sizes', '1', '2', '--sort-by-aspect', '--work-dir', 'work',
+         '--model', 'ours', CONFIG, '--model', 'stock mmdet', 'stock:' + CONFIG,
+         '--out', 'rows.json', '--table', 'table.md', '--plot', 'figure.png'],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+        env={'OMP_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r['model']: r for r in json.loads((tmp_path / 'rows.json').read_text())}
+    # both models on the same random weights (the same state-dict keys)
+    assert rows['ours']['checkpoint'] == rows['stock mmdet']['checkpoint']
+    for name, row in rows.items():
+        runs = {(r['batch_size'], r['sorted']): r for r in row['runs']}
+        assert set(runs) == {(1, False), (2, False), (2, True)}
+        assert all(r['images'] == 6 for r in row['runs'])
+    ours = {(r['batch_size'], r['sorted']): r for r in rows['ours']['runs']}
+    for key in ((2, False), (2, True)):
+        assert ours[key]['identical'] and ours[key]['labels_equal'], ours[key]
+        assert f'{ours[key]["mAP"]:.4f}' == f'{ours[(1, False)]["mAP"]:.4f}'
+    stock = {(r['batch_size'], r['sorted']): r for r in rows['stock mmdet']['runs']}
+    assert not stock[(2, False)]['identical'], stock[(2, False)]
+    assert stock[(2, False)]['max_score_diff'] > 1e-4
+    table = (tmp_path / 'table.md').read_text().splitlines()
+    assert len(table) == 4 and table[2].startswith('| ours |')
+    assert (tmp_path / 'figure.png').stat().st_size > 10_000
