@@ -1,10 +1,17 @@
-"""Cost of the padding-exact backbones (issue 20, item 1): the same backbone with and without
-its padding-exact mode on the same padded batch, in one process.
+"""Cost of the padding-exact mode (issue 20, items 1 and 3): the same backbone, or the same
+shipped detector / segmentor, with and without its padding-exact mode on the same padded
+batches, in one process.
 
 Models (``--models``): ``r50`` = :class:`~mmposenc.models.detectors.PaddingExactResNet` depth 50
 (the DETR configs' ResNet-50: ``frozen_stages=1``, ``norm_eval=True``), ``pvt-s`` / ``pvt-t``
 = :class:`~mmposenc.models.backbones.PVTPEG` small / tiny, ``swin-t`` =
-:class:`~mmposenc.models.backbones.SwinPEG` tiny, all four stages out. The batch: a
+:class:`~mmposenc.models.backbones.SwinPEG` tiny, all four stages out; ``pervit-t`` =
+:class:`~mmposenc.models.backbones.PerViT` tiny as the shipped PerViT detection / segmentation
+configs have it (four stages resampled to strides 4 / 8 / 16 / 32), ``cpvt-s+pyramid`` =
+:class:`~mmposenc.models.backbones.CPVT` small with a
+:class:`~mmposenc.models.necks.SimplePyramid` (layers 2, 5, 8, 11 to strides 4 / 8 / 16 / 32,
+GroupNorm: configs/cpvt/fpn_cpvt-s_8xb4-40k_ade20k-512x512.py), the pyramid given the padding
+masks of CPVT's maps in the exact mode. The batch: a
 480 x 640 and a 640 x 426 image padded to 640 x 640 (the sizes of the tests' COCO128 pair;
 random pixels: the cost does not depend on them), or ``--size H W`` for the first image and
 3/4 of it for the second.
@@ -15,11 +22,38 @@ Timed, for each model, ``stock`` (no image sizes bound: the stock backbone) agai
 
 - ``forward``: eval mode, no grad (inference);
 - ``train``: train mode, forward + backward of the sum of the maps (a training step's backbone
-  part, without optimizer).
+  part, without optimizer);
+- ``forward, new sizes`` (PerViT only): ``forward`` with the cached Phi_p of every block
+  dropped before each call, as when every batch brings new image sizes (a dataset's test
+  loop): stock PerViT computes Phi_p of the padded grid, the exact mode that of each image's
+  own grid. (``forward`` keeps them cached: 8 grids per block here.)
+
+``--configs CFG ...`` times whole shipped configs instead (item 3): each config is built with
+its backbone's padding-exact mode available (mmdet's ``ResNet`` as
+``mmposenc.PaddingExactResNet``; ``padding_exact=True`` on PVTPEG / SwinPEG / CPVT / others that
+take it) and pointed at COCO128 (``--data-root``, default ``../shared/data/coco128``); the same
+model is then timed with the switch off (``stock``: every ``padding_exact`` attribute False,
+which is the host's model bit for bit) and on (``exact``), interleaved, on the same batches:
+
+- ``train``: ``model.train_step`` (data preprocessor, forward, loss, backward, the config's
+  optimizer step) on the first ``--batches`` batches of the config's own train dataloader
+  (its pipeline and batch sampler, ``--batch-size`` images, not shuffled);
+- ``predict``: ``model.test_step`` (eval mode, no grad) on the first ``--batches`` batches of
+  the config's test pipeline, ``--batch-size`` consecutive COCO128 images per batch (portrait
+  and landscape images mixed: the padded batches that the mode is for).
+
+The image sizes are bound around each call by this tool too
+(:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`): for the detectors that
+bind them themselves (mmposenc's, ``ExactPaddingMixin``) the same binding is made twice; for a
+host detector that does not bind them yet, the row is marked ``bound by the tool`` (it is the
+cost the mode will have once the detector binds, not what the config does today).
 
 Usage::
 
     OMP_NUM_THREADS=1 python tools/benchmark/padding_exact_cost.py --threads 1
+    python tools/benchmark/padding_exact_cost.py --threads 1 --configs \
+        configs/peg_detr/detr-peg_r50_16xb2-50e_coco.py --repeats 3 --out cost.md
+    python tools/benchmark/padding_exact_cost.py --configs ... --device cuda --repeats 10
     python tools/benchmark/padding_exact_cost.py --models pvt-s --repeats 10 --out cost.md
     python tools/benchmark/padding_exact_cost.py --quick   # seconds: small input, 2 repetitions
 """
@@ -38,9 +72,31 @@ from bench_common import machine  # noqa: E402
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
 sys.path.insert(0, REPO)  # this checkout's mmposenc
 
-MODELS = ('r50', 'pvt-s', 'pvt-t', 'swin-t')
+MODELS = ('r50', 'pvt-s', 'pvt-t', 'swin-t', 'pervit-t', 'cpvt-s+pyramid')
 LABELS = {'r50': 'ResNet-50 (PaddingExactResNet)', 'pvt-s': 'PVTPEG-S', 'pvt-t': 'PVTPEG-T',
-          'swin-t': 'SwinPEG-T'}
+          'swin-t': 'SwinPEG-T', 'pervit-t': 'PerViT-T',
+          'cpvt-s+pyramid': 'CPVT-S + SimplePyramid'}
+
+
+class BackboneWithPyramid(torch.nn.Module):
+    """A stride-16 ViT and its SimplePyramid as one module: with image sizes bound for it
+    (``backbone_image_shapes``), the backbone gets them and the pyramid the padding masks of
+    the backbone's maps (what ExactPaddingMixin does in a detector)."""
+
+    def __init__(self, backbone, neck):
+        super().__init__()
+        self.backbone, self.neck = backbone, neck
+
+    def forward(self, x):
+        from mmposenc.models.utils import feature_padding_masks
+        from mmposenc.models.utils.padding_exact import backbone_image_shapes, \
+            bound_image_shapes
+        shapes = bound_image_shapes(self, x)
+        with backbone_image_shapes(self.backbone, shapes):
+            feats = self.backbone(x)
+        masks = None if shapes is None else feature_padding_masks(
+            shapes, x.shape[-2:], [f.shape[-2:] for f in feats], device=x.device)
+        return self.neck(feats, padding_masks=masks)
 
 
 def parse_args(argv=None):
@@ -56,6 +112,20 @@ def parse_args(argv=None):
     parser.add_argument('--quick', action='store_true',
                         help='a smoke run: 96 x 128 input, 2 repetitions, no warm-up')
     parser.add_argument('--out', help='also write the markdown table to this file')
+    parser.add_argument('--configs', nargs='+', default=None,
+                        help='time these shipped detection / segmentation configs (train step '
+                        'and predict) instead of the bare backbones')
+    parser.add_argument('--data-root', default=None,
+                        help='COCO-layout tree for --configs (default: ../shared/data/coco128)')
+    parser.add_argument('--keep-data', action='store_true',
+                        help="--configs: the configs' own data (e.g. the demo's shapes "
+                        'configs, run where their data_root is) instead of --data-root')
+    parser.add_argument('--batches', type=int, default=1,
+                        help='batches per timed repetition with --configs')
+    parser.add_argument('--batch-size', type=int, default=2,
+                        help='images per batch with --configs')
+    parser.add_argument('--stages', nargs='+', choices=('train', 'predict'),
+                        default=['train', 'predict'], help='what --configs times')
     args = parser.parse_args(argv)
     if args.quick:
         args.size, args.repeats, args.warmup = [96, 128], 2, 0
@@ -72,6 +142,18 @@ def build(name: str):
     elif name == 'swin-t':
         cfg = dict(type='mmposenc.SwinPEG', arch='tiny', out_indices=(0, 1, 2, 3),
                    padding_exact=True)
+    elif name == 'pervit-t':  # a Phi_p cache of 8 grids: the padded one and each image's
+        cfg = dict(type='mmposenc.PerViT', arch='tiny', out_indices=(0, 1, 2, 3),
+                   featmap_scales=(4, 2, 1, 0.5), ppe_cfg=dict(max_cache=8),
+                   padding_exact=True)
+    elif name == 'cpvt-s+pyramid':
+        backbone = REGISTRY.build(dict(
+            type='mmposenc.CPVT', arch='small', peg_positions=(0, 1, 2, 3, 4),
+            out_type='featmap', out_indices=(2, 5, 8, 11), drop_path_rate=0.1,
+            padding_exact=True))
+        neck = REGISTRY.build(dict(type='mmposenc.SimplePyramid', in_channels=384,
+                                   scales=(4, 2, 1, 0.5), padding_exact=True))
+        return BackboneWithPyramid(backbone, neck)
     else:
         cfg = dict(type='mmposenc.PVTPEG', arch=name[-1], out_indices=(0, 1, 2, 3),
                    final_norm=False, padding_exact=True)
@@ -109,8 +191,12 @@ def measure(name: str, args) -> Dict[str, Dict[str, float]]:
     x, shapes = batch(args.size, args.device)
     clock = timer(args.device)
 
-    def call(exact: bool, train: bool):
+    phi_p = [m for m in model.modules() if hasattr(m, 'clear_cache')]  # PerViT's
+
+    def call(exact: bool, train: bool, fresh: bool = False):
         def fn():
+            for m in phi_p if fresh else ():
+                m.clear_cache()
             with backbone_image_shapes(model, shapes if exact else None):
                 if train:
                     model.train()
@@ -122,15 +208,18 @@ def measure(name: str, args) -> Dict[str, Dict[str, float]]:
         return fn
 
     results = {}
-    for stage, train in (('forward', False), ('train', True)):
+    stages = [('forward', False, False), ('train', True, False)]
+    if phi_p:
+        stages.insert(1, ('forward, new sizes', False, True))
+    for stage, train, fresh in stages:
         for _ in range(args.warmup):
-            call(False, train)()
-            call(True, train)()
+            call(False, train, fresh)()
+            call(True, train, fresh)()
         times = {'stock': [], 'exact': []}
         ratios = []
         for r in range(args.repeats):
             order = ('stock', 'exact') if r % 2 == 0 else ('exact', 'stock')
-            t = {k: clock(call(k == 'exact', train)) for k in order}
+            t = {k: clock(call(k == 'exact', train, fresh)) for k in order}
             for k in order:
                 times[k].append(t[k])
             ratios.append(t['exact'] / t['stock'])
@@ -154,13 +243,132 @@ def table(all_results, args) -> str:
     return '\n'.join(lines)
 
 
+def exact_options(cfg) -> dict:
+    """``--cfg-options`` giving the config's backbone its padding-exact mode (built on; the
+    timing switches it off and on): mmdet's ResNet becomes ``mmposenc.PaddingExactResNet``
+    (same parameters and state dict), other backbones get ``padding_exact=True``."""
+    backbone = cfg.model.get('backbone', None)
+    if backbone is None:
+        raise ValueError('the config has no model.backbone')
+    if backbone['type'] in ('ResNet', 'mmdet.ResNet', 'mmposenc.PaddingExactResNet'):
+        return {'model.backbone.type': 'mmposenc.PaddingExactResNet',
+                'model.backbone.padding_exact': True}
+    return {'model.backbone.padding_exact': True}
+
+
+def first_batches(runner, loader_cfg, n: int, batch_size: int, mixed: bool) -> list:
+    """The first ``n`` batches of the loader: not shuffled, no workers; ``mixed`` drops the
+    config's batch sampler (consecutive images, portrait and landscape in one batch)."""
+    import copy
+    cfg = copy.deepcopy(loader_cfg)
+    cfg.update(batch_size=batch_size, num_workers=0, persistent_workers=False,
+               sampler=dict(type='DefaultSampler', shuffle=False))
+    if mixed:
+        cfg.pop('batch_sampler', None)
+    loader = runner.build_dataloader(cfg, seed=0)
+    out = []
+    for data in loader:
+        out.append(data)
+        if len(out) == n:
+            break
+    return out
+
+
+def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
+    """Train step and predict of one shipped config, padding-exact off vs on (module doc)."""
+    import tempfile
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools/
+    from _coco128 import DEFAULT_COCO128, load_runner, set_padding_exact
+    from _runner_utils import load_config
+    from mmposenc.models.utils.padding_exact import backbone_image_shapes
+
+    options = exact_options(load_config(config))
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = load_runner(config, tmp,
+                             None if args.keep_data else args.data_root or DEFAULT_COCO128,
+                             cfg_options=options, device=args.device)
+    model = runner.model
+    binds = hasattr(model, 'feature_padding_masks')  # ExactPaddingMixin binds itself
+    clock = timer(args.device)
+    results = {}
+    for stage in args.stages:
+        train = stage == 'train'
+        torch.manual_seed(0)
+        loader_cfg = runner.cfg.train_dataloader if train else runner.cfg.test_dataloader
+        batches = first_batches(runner, loader_cfg, args.batches, args.batch_size,
+                                mixed=not train)
+        padded = sum(
+            any(tuple(s.img_shape[:2]) != tuple(s.batch_input_shape) for s in d['data_samples'])
+            for d in (model.data_preprocessor(b, train) for b in batches))
+        optim_wrapper = runner.build_optim_wrapper(runner.cfg.optim_wrapper) if train else None
+
+        def call(exact: bool):
+            def fn():
+                set_padding_exact(model, exact)
+                for data in batches:
+                    # the sizes the detector binds itself (or does not yet: marked)
+                    shapes = [s.img_shape[:2] for s in data['data_samples']]
+                    with backbone_image_shapes(model.backbone, shapes if exact else None):
+                        if train:
+                            model.train()
+                            model.train_step(data, optim_wrapper)
+                        else:
+                            model.eval()
+                            with torch.no_grad():
+                                model.test_step(data)
+            return fn
+
+        for _ in range(args.warmup):
+            call(False)()
+            call(True)()
+        times = {'stock': [], 'exact': []}
+        ratios = []
+        for r in range(args.repeats):
+            order = ('stock', 'exact') if r % 2 == 0 else ('exact', 'stock')
+            t = {k: clock(call(k == 'exact')) for k in order}
+            for k in order:
+                times[k].append(t[k])
+            ratios.append(t['exact'] / t['stock'])
+        sizes = sorted({tuple(s.img_shape[:2]) for b in batches
+                        for s in model.data_preprocessor(b, train)['data_samples']})
+        results[stage] = dict(stock=statistics.median(times['stock']),
+                              exact=statistics.median(times['exact']),
+                              ratio=statistics.median(ratios), bound_by_tool=not binds,
+                              padded=f'{padded}/{len(batches)}', sizes=sizes)
+    set_padding_exact(model, True)
+    return results
+
+
+def config_table(all_results, args) -> str:
+    lines = [f'Shipped configs, padding-exact off (stock) vs on, {args.batches} batch(es) of '
+             f'{args.batch_size} COCO128 images per repetition, {args.device}; {machine()}; '
+             f'median of {args.repeats} interleaved repetitions', '',
+             '| config | stage | padded batches | stock (s) | exact (s) | exact / stock | '
+             'image sizes |', '|---|---|---|---|---|---|---|']
+    for config, res in all_results.items():
+        name = osp.splitext(osp.basename(config))[0]
+        for stage, r in res.items():
+            mark = ' (bound by the tool)' if r['bound_by_tool'] else ''
+            sizes = ', '.join(f'{h}x{w}' for h, w in r['sizes'])
+            lines.append(f'| {name}{mark} | {stage} | {r["padded"]} | {r["stock"]:.3f} | '
+                         f'{r["exact"]:.3f} | {r["ratio"]:.3f} | {sizes} |')
+    return '\n'.join(lines)
+
+
 def main(argv=None) -> List[str]:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    results = {name: measure(name, args) for name in args.models}
-    text = table(results, args)
+    if args.configs:
+        results = {}
+        for config in args.configs:
+            results[config] = measure_config(config, args)
+            print(config_table({config: results[config]}, args).splitlines()[-1], flush=True)
+        text = config_table(results, args)
+    else:
+        results = {name: measure(name, args) for name in args.models}
+        text = table(results, args)
     print(text)
     if args.out:
         with open(args.out, 'w') as f:
