@@ -102,6 +102,9 @@ def test_sizes_and_errors(rr, tmp_path):
         rr.load_photos(str(tmp_path / 'missing.npz'))
     with pytest.raises(FileNotFoundError, match='train2017'):
         rr.prepare(str(tmp_path), str(tmp_path / 'x.npz'))
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):  # one line naming the device, not a CUDA traceback
+            rr.parse_args(['--device', 'cuda'])
     args = rr.parse_args(['--quick'])
     rr.ENCODINGS['_unregistered'] = ([dict(type='NoSuchEncoding')], 'cls_token', 'x')
     try:

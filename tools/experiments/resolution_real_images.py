@@ -6,13 +6,14 @@ DINOv3-style RoPE, PerViT's PPE and no encoding), trained at one size and tested
 fine-tuning, at square sizes below and above it and at non-square sizes; several seeds.
 
 **Data and task.** The 128 COCO128 photos (427-640 px) stored once with their short side at
-192 px (``--prepare``, about 14 MB, outside git); every 4th photo (by file name) is a test
-photo, the other 96 train. The task is four-way rotation prediction (0 / 90 / 180 / 270
-degrees; RotNet, Gidaris et al., ICLR 2018): a view is a window of a photo, resized to the
-model's input size and rotated, and the label is the rotation. It needs the spatial layout
-of a real scene (sky above ground, upright people and objects), its classes are balanced by
-construction (chance 25 %), and the number of views is unlimited, where object crops of the
-same 128 photos give under 60 test objects per class. Each size is made from the *same*
+192 px (``--prepare``: JPEG quality 95, 3.3 MB, outside git); every 4th photo (by file
+name) is a test photo, the other 96 train. The task is four-way rotation prediction (0 /
+90 / 180 / 270 degrees; RotNet, Gidaris et al., ICLR 2018): a view is a window of a photo,
+resized to the model's input size and rotated, and the label is the rotation. It needs the
+spatial layout of a real scene (sky above ground, upright people and objects), its classes
+are balanced by construction (chance 25 %), and the number of views is unlimited, where
+object crops of the same photos give 513 boxes with both sides of at least 32 px, 142 of
+them persons and at most 19 of any other class. Each size is made from the *same*
 window of the stored photo (128 x 128 stored px for a square size; 128 px high and wider for
 a non-square one), so a larger size shows more real detail, not interpolated pixels as the
 28 px Fashion-MNIST images of study 2 do; the 90 / 270 degree views of a non-square size
@@ -103,14 +104,16 @@ def parse_size(text: str) -> Tuple[int, int]:
 
 # ----------------------------------------------------------------------------- data
 def prepare(coco_root: str, out_path: str, short_side: int = SHORT_SIDE,
-            test_every: int = 4) -> dict:
-    """Store every image of ``<coco_root>/train2017`` (sorted by name) as uint8 RGB with
-    its short side resized to ``short_side`` (PIL's antialiased Lanczos), every
-    ``test_every``-th one marked as a test photo, in one compressed ``.npz``.
+            test_every: int = 4, quality: int = 95) -> dict:
+    """Store every image of ``<coco_root>/train2017`` (sorted by name) with its short side
+    resized to ``short_side`` (PIL's antialiased Lanczos) as a JPEG (``quality``), every
+    ``test_every``-th one marked as a test photo, in one ``.npz`` (about 4 MB for COCO128).
 
     Returns:
         dict: ``photos``, ``test_photos``, ``bytes`` of the file.
     """
+    import io
+
     from PIL import Image
     img_dir = osp.join(coco_root, 'train2017')
     if not osp.isdir(img_dir):
@@ -125,23 +128,29 @@ def prepare(coco_root: str, out_path: str, short_side: int = SHORT_SIDE,
         s = short_side / min(img.size)
         img = img.resize((max(short_side, round(img.width * s)),
                           max(short_side, round(img.height * s))), Image.LANCZOS)
-        arrays[f'img{i:04d}'] = np.asarray(img, dtype=np.uint8)
+        buf = io.BytesIO()
+        img.save(buf, format='JPEG', quality=quality)
+        arrays[f'img{i:04d}'] = np.frombuffer(buf.getvalue(), dtype=np.uint8)
     test = np.arange(len(names)) % test_every == 0
     os.makedirs(osp.dirname(osp.abspath(out_path)), exist_ok=True)
-    np.savez_compressed(out_path, names=np.array(names), test=test,
-                        short_side=np.array(short_side), **arrays)
+    np.savez(out_path, names=np.array(names), test=test, short_side=np.array(short_side),
+             **arrays)
     return dict(photos=len(names), test_photos=int(test.sum()),
                 bytes=osp.getsize(out_path))
 
 
 def load_photos(path: str):
     """``(photos, names, test)`` of a :func:`prepare` file: uint8 (H, W, 3) arrays."""
+    import io
+
+    from PIL import Image
     if not osp.exists(path):
         raise FileNotFoundError(
             f'{path} not found: make it with --prepare COCO128_ROOT --data {path}')
     with np.load(path) as z:
         names = [str(n) for n in z['names']]
-        photos = [z[f'img{i:04d}'] for i in range(len(names))]
+        photos = [np.asarray(Image.open(io.BytesIO(z[f'img{i:04d}'].tobytes())).convert('RGB'))
+                  for i in range(len(names))]
         test = z['test'].astype(bool)
     return photos, names, test
 
@@ -312,8 +321,12 @@ def evaluate(model: nn.Module, test_sets: Dict[str, tuple], batch_size: int = 51
     return acc
 
 
-def run_one(args, variant: str, seed: int) -> dict:
-    """Train and test one (variant, seed) and store its JSON; returns the record."""
+def run_one(args, variant: str, seed: int, deadline: Optional[float] = None
+            ) -> Optional[dict]:
+    """Train and test one (variant, seed) and store its JSON; returns the record, or None
+    (nothing done) when ``deadline`` (a ``time.time()``) has passed."""
+    if deadline is not None and time.time() > deadline:
+        return None
     torch.set_num_threads(args.threads)
     fs.quiet_mmengine()
     device = torch.device(args.device)
@@ -332,7 +345,8 @@ def run_one(args, variant: str, seed: int) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(
         [dict(params=[p for p in params if p.ndim > 1], weight_decay=args.weight_decay),
-         dict(params=[p for p in params if p.ndim <= 1], weight_decay=0.)], lr=args.lr)
+         dict(params=[p for p in params if p.ndim <= 1], weight_decay=0.)], lr=args.lr,
+        fused=device.type == 'cuda')  # one kernel per step on a GPU, same update
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(args.steps))
     gen = torch.Generator().manual_seed(seed)
     res = (args.train_res, args.train_res)
@@ -390,26 +404,33 @@ def eval_sizes(args) -> List[Tuple[int, int]]:
     return sizes
 
 
-def run_study(args) -> None:
+def run_study(args) -> List[Tuple[str, int]]:
+    """Run every selected (variant, seed) without a stored run, seed by seed (so a study
+    stopped early has whole seeds), ``--jobs`` at a time; with ``--deadline-s`` runs not
+    started by then are left for a later call. Returns the runs left."""
     os.makedirs(osp.join(args.out_dir, 'runs'), exist_ok=True)
-    todo = [(v, s) for v in args.variants for s in args.seeds
+    todo = [(v, s) for s in args.seeds for v in args.variants
             if args.overwrite or not osp.exists(fs.run_path(args.out_dir, v, s))]
     print(f'[real-resolution] {len(todo)} runs to do on {args.device}, {args.jobs} at a '
           'time', flush=True)
     t0 = time.time()
+    deadline = t0 + args.deadline_s if args.deadline_s else None
     if args.jobs <= 1:
+        left = []
         for v, s in todo:
-            run_one(args, v, s)
-    elif todo:
+            if run_one(args, v, s, deadline) is None:
+                left.append((v, s))
+    else:
         import concurrent.futures as cf
         import multiprocessing as mp
         with cf.ProcessPoolExecutor(args.jobs, mp_context=mp.get_context('spawn')) as ex:
-            futures = {ex.submit(run_one, args, v, s): (v, s) for v, s in todo}
-            for fut in cf.as_completed(futures):
-                fut.result()  # a failed run stops the study with its error
-    if todo:
-        print(f'[real-resolution] {len(todo)} runs in {time.time() - t0:.0f} s wall',
-              flush=True)
+            futures = [ex.submit(run_one, args, v, s, deadline) for v, s in todo]
+            # a failed run stops the study with its error
+            left = [vs for vs, f in zip(todo, futures) if f.result() is None]
+    print(f'[real-resolution] {len(todo) - len(left)} runs in {time.time() - t0:.0f} s wall'
+          + (f'; {len(left)} not started before --deadline-s {args.deadline_s:g}: '
+             + ' '.join(f'{v}:{s}' for v, s in left) if left else ''), flush=True)
+    return left
 
 
 def load_runs(out_dir: str, variants: Sequence[str]) -> Dict[str, List[dict]]:
@@ -508,7 +529,8 @@ def plot(runs: Dict[str, List[dict]], path: str, title: str) -> None:
 
 
 def report(runs: Dict[str, List[dict]], args) -> str:
-    """Write ``real_resolution.png`` and ``real_resolution.md`` to ``--out-dir``."""
+    """Write ``real_resolution.md`` and the plot (``--figure``, by default
+    ``real_resolution.png``) to ``--out-dir``."""
     if not runs:
         return '(no runs)'
     rec = next(iter(runs.values()))[0]
@@ -518,7 +540,11 @@ def report(runs: Dict[str, List[dict]], args) -> str:
              f'size), {st["steps"]} steps x {st["batch_size"]},\nPEViT {m["depth"]} layers, '
              f'dim {m["embed_dims"]}, patch {m["patch_size"]}, trained at {st["train_res"]}, '
              'no fine-tuning')
-    plot(runs, osp.join(args.out_dir, 'real_resolution.png'), title)
+    try:
+        plot(runs, args.figure or osp.join(args.out_dir, 'real_resolution.png'), title)
+    except ImportError:  # a GPU machine with torch only: the table now, the plot later
+        print('real_resolution.png not written: matplotlib is not installed here; run '
+              '--report-only where it is', flush=True)
     text = '\n\n'.join([table(runs), summary(runs)]) + '\n'
     with open(osp.join(args.out_dir, 'real_resolution.md'), 'w') as f:
         f.write(text)
@@ -531,10 +557,11 @@ def summary(runs: Dict[str, List[dict]]) -> str:
     devices = sorted({r['machine'].get('device', '?') for r in recs})
     commits = sorted({(r['code'] or {}).get('commit') or '?' for r in recs})
     dirty = any((r['code'] or {}).get('uncommitted_changes') for r in recs)
+    jobs = sorted({r['settings']['jobs'] for r in recs})
     return (f'{len(recs)} runs, {len(runs)} encodings x seeds '
             f'{sorted({r["seed"] for r in recs})}; summed train+eval wall '
-            f'{wall / 60:.1f} min (runs in parallel: {sorted({r["settings"]["jobs"] for r in recs})}'
-            f' at a time) on {", ".join(devices)}; torch {recs[0]["machine"]["torch"]}; '
+            f'{wall / 60:.1f} min (runs in parallel: {jobs} at a time) on '
+            f'{", ".join(devices)}; torch {recs[0]["machine"]["torch"]}; '
             f'code {", ".join(c[:7] for c in commits)}'
             + (' (with uncommitted changes)' if dirty else '')
             + f'; chance {CHANCE:.0f} %')
@@ -550,9 +577,9 @@ def parse_args(argv=None):
     p.add_argument('--out-dir', default='work_dirs/reproductions/real_resolution')
     p.add_argument('--variants', nargs='+', default=list(ENCODINGS), choices=list(ENCODINGS))
     p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
-    p.add_argument('--steps', type=int, default=1500)
-    p.add_argument('--batch-size', type=int, default=128)
-    p.add_argument('--lr', type=float, default=1e-3)
+    p.add_argument('--steps', type=int, default=2500)
+    p.add_argument('--batch-size', type=int, default=256)
+    p.add_argument('--lr', type=float, default=2e-3)
     p.add_argument('--weight-decay', type=float, default=0.05)
     p.add_argument('--train-res', type=int, default=32)
     p.add_argument('--eval-sizes', type=parse_size, nargs='+',
@@ -569,7 +596,11 @@ def parse_args(argv=None):
     p.add_argument('--device', default='cpu', help="'cpu' or 'cuda'")
     p.add_argument('--jobs', type=int, default=1, help='runs trained in parallel processes')
     p.add_argument('--threads', type=int, default=1, help='torch threads per run')
+    p.add_argument('--deadline-s', type=float, default=None,
+                   help='start no run after this many seconds (the rest stays to do)')
     p.add_argument('--overwrite', action='store_true', help='re-run finished runs')
+    p.add_argument('--figure', help='where the plot goes (default: '
+                   '<out-dir>/real_resolution.png)')
     p.add_argument('--report-only', action='store_true',
                    help='only rebuild the table and the plot from the stored runs')
     p.add_argument('--quick', action='store_true',
