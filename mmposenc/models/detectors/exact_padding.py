@@ -21,7 +21,7 @@ the interpolation. Put the mixin before the mmdet class::
 
     class PEGDINO(ExactPaddingMixin, DINO): ...
 """
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 from mmdet.structures import OptSampleList
@@ -44,6 +44,38 @@ def padded_batch(batch_data_samples: OptSampleList) -> bool:
     input_h, input_w = batch_data_samples[0].batch_input_shape
     return not all(s.img_shape[0] == input_h and s.img_shape[1] == input_w
                    for s in batch_data_samples)
+
+
+def run_neck(neck: nn.Module, feats: Sequence[Tensor],
+             padding_masks_of: Callable[[Sequence[Tensor], Optional[Sequence]],
+                                        Optional[List[Tensor]]],
+             backbone_strides: Optional[Sequence] = None):
+    """``neck(feats)``, a neck that declares ``takes_padding_masks`` given the padding masks
+    of its inputs; in a list ``neck=[...]`` (an ``nn.Sequential``, e.g. ``SimplePyramid`` then
+    an FPN) each part that declares it gets the masks of its own inputs.
+
+    Args:
+        neck (nn.Module): The neck.
+        feats (Sequence[Tensor]): The backbone's maps.
+        padding_masks_of (callable): ``(maps, strides) -> masks or None`` (None: no padded
+            image), e.g. :func:`~mmposenc.models.utils.feature_padding_masks` of the batch.
+        backbone_strides (Sequence, optional): The strides of the backbone's maps (later
+            parts' inputs are measured). Defaults to None (measured).
+
+    Returns:
+        The neck's output.
+    """
+    parts = list(neck) if isinstance(neck, nn.Sequential) else [neck]
+    if not any(getattr(part, 'takes_padding_masks', False) for part in parts):
+        return neck(feats)
+    strides = backbone_strides
+    for part in parts:
+        if getattr(part, 'takes_padding_masks', False):
+            feats = part(feats, padding_masks=padding_masks_of(feats, strides))
+        else:
+            feats = part(feats)
+        strides = None
+    return feats
 
 
 class ExactPaddingMixin:
@@ -121,19 +153,10 @@ class ExactPaddingMixin:
             x = self.backbone(batch_inputs)
         if not self.with_neck:
             return x
-        # a list ``neck=[...]`` (an nn.Sequential, e.g. SimplePyramid then FPN): each part
-        # that takes masks gets those of its own inputs (strides measured after the first)
-        parts = list(self.neck) if isinstance(self.neck, nn.Sequential) else [self.neck]
-        if not any(getattr(part, 'takes_padding_masks', False) for part in parts):
-            return self.neck(x)
-        strides = self.backbone_strides
-        for part in parts:
-            if getattr(part, 'takes_padding_masks', False):
-                x = part(x, padding_masks=self.feature_padding_masks(x, samples, strides))
-            else:
-                x = part(x)
-            strides = None
-        return x
+        return run_neck(self.neck, x,
+                        lambda feats, strides: self.feature_padding_masks(feats, samples,
+                                                                          strides),
+                        self.backbone_strides)
 
     def _samples_for_neck(self, batch_data_samples: OptSampleList):
         """Context in which :meth:`extract_feat` of this call sees ``batch_data_samples``
