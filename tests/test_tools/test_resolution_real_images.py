@@ -125,8 +125,9 @@ def test_every_encoding_builds_and_runs_every_test_size(rr):
 
 def test_quick_study_resumes_and_reports(rr, photos_file, tmp_path):
     out = str(tmp_path / 'study')
+    bundle = str(tmp_path / 'back' / 'bundle.json')
     argv = ['--quick', '--data', photos_file, '--out-dir', out, '--variants', 'peg-gap',
-            'rope-axial', '--eval-sizes', '24', '32x48']
+            'rope-axial', '--eval-sizes', '24', '32x48', '--bundle', bundle]
     runs = rr.main(argv)
     assert {v: [r['seed'] for r in rs] for v, rs in runs.items()} == {
         'peg-gap': [0, 1], 'rope-axial': [0, 1]}
@@ -141,6 +142,12 @@ def test_quick_study_resumes_and_reports(rr, photos_file, tmp_path):
         osp.join(out, 'real_resolution.md')).read()
     assert '| PEG + GAP |' in text and '32×48' in text and '32 px (train)' in text
     assert osp.getsize(osp.join(out, 'real_resolution.png')) > 10000
+    # the bundle carries the four runs back: elsewhere they make the same table
+    here = str(tmp_path / 'here')
+    rr.main(['--report-only', '--from-bundle', bundle, '--out-dir', here, '--figure',
+             str(tmp_path / 'fig.png')])
+    assert open(osp.join(here, 'real_resolution.md')).read() == text
+    assert len(os.listdir(osp.join(here, 'runs'))) == 4 and osp.exists(tmp_path / 'fig.png')
 
 
 @pytest.mark.slow

@@ -31,12 +31,17 @@ views and any noise a model draws. Each (encoding, seed) is one JSON under
 ``<out-dir>/runs/``: finished runs are skipped, ``--jobs N`` trains N runs in parallel
 processes, ``--report-only`` rebuilds the table and the plot.
 
-Example (the run in docs/reproductions.md)::
+Example (the run in docs/reproductions.md: prepare here, train on a GPU machine that returns
+few files, report here)::
 
     python tools/experiments/resolution_real_images.py --prepare ../shared/data/coco128 \\
         --data work_dirs/coco128_photos192.npz
     python tools/experiments/resolution_real_images.py --data work_dirs/coco128_photos192.npz \\
-        --device cuda --jobs 10 --out-dir work_dirs/reproductions/real_resolution
+        --device cuda --jobs 8 --deadline-s 200 --out-dir /tmp/real_resolution \\
+        --bundle $OUT/real_resolution_runs.json
+    python tools/experiments/resolution_real_images.py --report-only \\
+        --from-bundle real_resolution_runs.json --out-dir docs/reproductions/real_resolution \\
+        --figure docs/images/real_resolution.png
 """
 import argparse
 import json
@@ -165,7 +170,7 @@ class PhotoPyramid:
         mean = torch.tensor(MEAN).view(3, 1, 1)
         std = torch.tensor(STD).view(3, 1, 1)
         self.levels = []
-        imgs = [(torch.from_numpy(np.ascontiguousarray(p)).permute(2, 0, 1).float() / 255.
+        imgs = [(torch.from_numpy(np.array(p, dtype=np.uint8)).permute(2, 0, 1).float() / 255.
                  - mean) / std for p in photos]
         for lvl in range(levels):
             if lvl:
@@ -415,22 +420,56 @@ def run_study(args) -> List[Tuple[str, int]]:
           'time', flush=True)
     t0 = time.time()
     deadline = t0 + args.deadline_s if args.deadline_s else None
+    left = []
     if args.jobs <= 1:
-        left = []
         for v, s in todo:
             if run_one(args, v, s, deadline) is None:
                 left.append((v, s))
+            elif args.bundle:
+                write_bundle(args.out_dir, args.bundle)
     else:
         import concurrent.futures as cf
         import multiprocessing as mp
         with cf.ProcessPoolExecutor(args.jobs, mp_context=mp.get_context('spawn')) as ex:
-            futures = [ex.submit(run_one, args, v, s, deadline) for v, s in todo]
-            # a failed run stops the study with its error
-            left = [vs for vs, f in zip(todo, futures) if f.result() is None]
+            futures = {ex.submit(run_one, args, v, s, deadline): (v, s) for v, s in todo}
+            for fut in cf.as_completed(futures):
+                if fut.result() is None:  # a failed run stops the study with its error
+                    left.append(futures[fut])
+                elif args.bundle:
+                    write_bundle(args.out_dir, args.bundle)
+        left = [vs for vs in todo if vs in left]
     print(f'[real-resolution] {len(todo) - len(left)} runs in {time.time() - t0:.0f} s wall'
           + (f'; {len(left)} not started before --deadline-s {args.deadline_s:g}: '
              + ' '.join(f'{v}:{s}' for v, s in left) if left else ''), flush=True)
     return left
+
+
+def write_bundle(out_dir: str, path: str) -> int:
+    """All stored runs of ``out_dir`` as one JSON list at ``path`` (written whole, then
+    renamed into place: a study killed at any moment leaves a complete bundle). One file
+    carries a study back from a machine that returns few files. Returns the run count."""
+    recs = [r for rs in load_runs(out_dir, list(ENCODINGS)).values() for r in rs]
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path + '.tmp', 'w') as f:
+        json.dump(recs, f)
+    os.replace(path + '.tmp', path)
+    return len(recs)
+
+
+def read_bundle(path: str, out_dir: str) -> int:
+    """Store the runs of a :func:`write_bundle` file under ``<out_dir>/runs/`` (runs already
+    there are kept). Returns the number of runs added."""
+    with open(path) as f:
+        recs = json.load(f)
+    os.makedirs(osp.join(out_dir, 'runs'), exist_ok=True)
+    added = 0
+    for rec in recs:
+        dst = fs.run_path(out_dir, rec['variant'], rec['seed'])
+        if not osp.exists(dst):
+            with open(dst, 'w') as f:
+                json.dump(rec, f, indent=1)
+            added += 1
+    return added
 
 
 def load_runs(out_dir: str, variants: Sequence[str]) -> Dict[str, List[dict]]:
@@ -577,7 +616,7 @@ def parse_args(argv=None):
     p.add_argument('--out-dir', default='work_dirs/reproductions/real_resolution')
     p.add_argument('--variants', nargs='+', default=list(ENCODINGS), choices=list(ENCODINGS))
     p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
-    p.add_argument('--steps', type=int, default=2500)
+    p.add_argument('--steps', type=int, default=2000)
     p.add_argument('--batch-size', type=int, default=256)
     p.add_argument('--lr', type=float, default=2e-3)
     p.add_argument('--weight-decay', type=float, default=0.05)
@@ -599,6 +638,10 @@ def parse_args(argv=None):
     p.add_argument('--deadline-s', type=float, default=None,
                    help='start no run after this many seconds (the rest stays to do)')
     p.add_argument('--overwrite', action='store_true', help='re-run finished runs')
+    p.add_argument('--bundle', help='after every run, all stored runs as one JSON file '
+                   '(to bring a study back from a machine that returns few files)')
+    p.add_argument('--from-bundle', metavar='BUNDLE',
+                   help='first store the runs of a --bundle file under --out-dir/runs')
     p.add_argument('--figure', help='where the plot goes (default: '
                    '<out-dir>/real_resolution.png)')
     p.add_argument('--report-only', action='store_true',
@@ -623,6 +666,9 @@ def main(argv=None):
         print(f'{args.data}: {info["photos"]} photos ({info["test_photos"]} test), '
               f'{info["bytes"] / 2**20:.1f} MiB')
         return info
+    if args.from_bundle:
+        print(f'{read_bundle(args.from_bundle, args.out_dir)} runs added from '
+              f'{args.from_bundle}')
     if not args.report_only:
         run_study(args)
     runs = load_runs(args.out_dir, list(ENCODINGS))
