@@ -534,32 +534,44 @@ def table(runs: Dict[str, List[dict]], ref: str = REF) -> str:
 
 
 def plot(runs: Dict[str, List[dict]], path: str, title: str) -> None:
-    """Top-1 against test size, mean with a ±1 std band over seeds, chance dashed."""
+    """Top-1 against test size, mean with a ±1 std band over seeds: the square sizes as
+    one line, the non-square ones as another after a gap; chance dotted."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     first = next(iter(runs.values()))[0]
     keys = ordered_sizes(first)
     train = first['settings']['train_res']
-    xs = np.arange(len(keys))
-    fig, ax = plt.subplots(figsize=(8.5, 5))
+    square = [k for k in keys if parse_size(k)[0] == parse_size(k)[1]]
+    xs = np.array([i + (0.6 if k not in square else 0.) for i, k in enumerate(keys)])
+    groups = [[i for i, k in enumerate(keys) if k in square],
+              [i for i, k in enumerate(keys) if k not in square]]
+    fig, ax = plt.subplots(figsize=(9, 5.2))
     cmap = plt.get_cmap('tab10')
+    markers = 'osD^v<>pXh'
     for i, (v, recs) in enumerate(runs.items()):
         vals = np.array([[r['acc'][k] for k in keys] for r in recs])
         m = vals.mean(0)
         s = vals.std(0, ddof=1) if len(recs) > 1 else np.zeros_like(m)
-        x = xs + 0.04 * (i - len(runs) / 2)
-        ax.plot(x, m, marker='o', ms=4, color=cmap(i % 10),
-                ls='-' if i < 10 else '--', label=f'{ENCODINGS[v][2]} (n={len(recs)})')
-        ax.fill_between(x, m - s, m + s, color=cmap(i % 10), alpha=0.12)
+        x = xs + 0.035 * (i - len(runs) / 2)
+        for g, idx in enumerate(groups):
+            if not idx:
+                continue
+            ax.plot(x[idx], m[idx], marker=markers[i % len(markers)], ms=4,
+                    color=cmap(i % 10), label=f'{ENCODINGS[v][2]} (n={len(recs)})'
+                    if g == 0 else None)
+            ax.fill_between(x[idx], (m - s)[idx], (m + s)[idx], color=cmap(i % 10),
+                            alpha=0.1)
     ax.axhline(CHANCE, color='grey', ls=':', lw=1)
-    ax.axvline(keys.index(train), color='grey', ls='--', lw=1)
+    ax.axvline(xs[keys.index(train)], color='grey', ls='--', lw=1)
+    if groups[1]:
+        ax.axvline((xs[groups[0][-1]] + xs[groups[1][0]]) / 2, color='k', lw=0.6)
     ax.set_xticks(xs)
     ax.set_xticklabels([size_label(k, train) for k in keys])
-    ax.set_xlabel('test size (H × W px; same window of the photo; dashed: training size, '
-                  'dotted: chance)', fontsize=9)
+    ax.set_xlabel('test size (H × W px, the same window of each photo; left: square, '
+                  'right: non-square; dashed: training size, dotted: chance)', fontsize=8.5)
     ax.set_ylabel('rotation top-1 (%), mean ± std over seeds')
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9.5)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
