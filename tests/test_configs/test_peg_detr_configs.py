@@ -11,7 +11,8 @@ from peg_config_utils import as_host
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'peg_detr', '*_coco.py')) +
                       glob.glob(osp.join(REPO, 'configs', 'peg_deformable_detr', '*_coco.py')))
-EXPECTED_POS = {'sine': 'sine', 'nope': 'none', 'peg': 'peg', 'cape': 'cape'}
+EXPECTED_POS = {'sine': 'sine', 'nope': 'none', 'peg': 'peg', 'cape': 'cape',
+                'rope-mixed': 'rope_mixed'}
 
 
 def _load(path):
@@ -21,13 +22,15 @@ def _load(path):
 
 def test_all_variants_exist():
     names = {osp.basename(p) for p in COCO_CONFIGS}
-    assert len(names) == 6 + 11
+    assert len(names) == 7 + 11
     assert 'detr-sine_r50-dc5_16xb2-50e_coco.py' in names  # [E] Table 4 "DETR-DC5 50"
     # the PEG masked as the paper's Algorithm 2 does (ablation of the exact masking)
     assert {'detr-algo2-peg_r50_16xb2-50e_coco.py',
             'deformable-detr-algo2-peg_r50-ss_16xb2-50e_coco.py'} <= names
     for pe in EXPECTED_POS:
         assert f'detr-{pe}_r50_16xb2-50e_coco.py' in names
+        if pe == 'rope-mixed':  # RoPE-Mixed: dot-product encoders only (no deformable)
+            continue
         assert f'deformable-detr-{pe}_r50_16xb2-50e_coco.py' in names
         if pe != 'cape':  # CPVT's single-scale ablations: sine / none / PEG only
             for variant in ('r50-ss', 'r50-dc5-ss'):
@@ -39,7 +42,8 @@ DD_CONFIGS = [p for p in COCO_CONFIGS if osp.basename(p).startswith('deformable-
 
 
 def _check_encoder_pos(cfg, name):
-    pe = name.split('_')[0].split('-')[-1]
+    algo = name.split('_')[0]
+    (pe, ) = [k for k in EXPECTED_POS if algo.endswith('-' + k)]
     assert cfg.model.encoder_pos == EXPECTED_POS[pe]
     assert cfg.model.type.startswith('mmposenc.')
     assert cfg.custom_imports.imports == ['mmposenc.models.detectors']
@@ -133,6 +137,7 @@ def test_algorithm_2_configs_build_paper_masked_pegs(name):
 @pytest.mark.parametrize('name,num_pegs,has_cape', [
     ('peg_detr/detr-peg_r50_16xb2-50e_coco.py', 1, False),
     ('peg_detr/detr-cape_r50_16xb2-50e_coco.py', 0, True),
+    ('peg_detr/detr-rope-mixed_r50_16xb2-50e_coco.py', 0, False),
     ('peg_deformable_detr/deformable-detr-peg_r50-dc5-ss_16xb2-50e_coco.py', 1, False),
     ('peg_deformable_detr/deformable-detr-cape_r50_16xb2-50e_coco.py', 0, True),
     ('peg_deformable_detr/deformable-detr-peg_r18-half_1xb4-400i_shapes.py', 1, False),
