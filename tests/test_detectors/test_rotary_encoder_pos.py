@@ -117,3 +117,29 @@ def test_rope_cfg_reaches_the_encoding_and_bad_configs_fail():
 def test_deformable_hosts_refuse_rotary_modes(cfg):
     with pytest.raises(ValueError, match='deformable attention .*no q.k'):
         build(copy.deepcopy(cfg()))
+
+
+@pytest.mark.parametrize('encoder_pos', ['rope_mixed', 'rope_dinov3+peg'])
+def test_detr_exports_real_valued_onnx_with_dynamic_size(encoder_pos, tmp_path):
+    """tools/deployment/pytorch2onnx.py: exported at 96 x 128, onnxruntime matches PyTorch at
+    two sizes that are not multiples of the stride; no complex tensor in the graph."""
+    import os.path as osp
+    import sys
+    pytest.importorskip('onnxruntime')
+    onnx = pytest.importorskip('onnx')
+    from conftest import REPO_ROOT
+    sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'deployment'))
+    import pytorch2onnx as p2o
+    torch.manual_seed(0)
+    model = make('detr', encoder_pos=encoder_pos)
+    if encoder_pos.startswith('rope_mixed'):
+        with torch.no_grad():
+            model.rope.freqs.normal_()
+    wrapper = p2o.wrap_model(model)
+    out = p2o.export(wrapper, str(tmp_path / 'rope.onnx'), shape=(96, 128))
+    graph = onnx.load(out).graph
+    complex_types = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
+    assert not {v.type.tensor_type.elem_type for v in
+                list(graph.value_info) + list(graph.input) + list(graph.output)} & complex_types
+    for row in p2o.check(wrapper, out, [(70, 90), (110, 75)], atol=p2o.DEFAULT_ATOL):
+        assert row['ok'], row
