@@ -34,11 +34,12 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _own_cells(size: int, scale: float) -> int:
+def _own_cells(size: int, scale: float, token_stride: int) -> int:
     """``ceil(size / stride)``: the cells of an image of ``size`` pixels in a map of stride
-    ``16 / scale`` (``scale`` a featmap scale: 4, 2, 1, 0.5 or 0.25)."""
-    return _ceil_div(size * int(scale), 16) if scale >= 1 else _ceil_div(size,
-                                                                         round(16 / scale))
+    ``token_stride / scale`` (``scale`` a featmap scale: 4, 2, 1, 0.5 or 0.25)."""
+    if scale >= 1:
+        return _ceil_div(size * int(scale), token_stride)
+    return _ceil_div(size, token_stride * round(1 / scale))
 
 
 class PerViTMlp(BaseModule):
@@ -356,10 +357,11 @@ class PerViT(BaseModule):
             padding of the image alone; the patchify stem's partial patch included), the
             padded tokens zeroed before every CPE, every MPA run on the image's own
             ``ceil(img / 16)`` token grid (Phi_p of that grid, no padded key: Phi_p depends
-            on the whole grid), ``-inf`` at the padded cells before the resamplers'
-            max-pooling, the padded cells of the outputs zeroed. Exact in eval mode (the
-            stem's BatchNorm is then per cell; in training its batch statistics differ
-            alone and batched anyway). Needs BatchNorm (or none) as ``stem_norm_cfg``.
+            on the whole grid; ``ceil(img / 2 ** len(stem_channels))`` for a custom C-stem),
+            ``-inf`` at the padded cells before the resamplers' max-pooling, the padded
+            cells of the outputs zeroed. Exact in eval mode (the stem's BatchNorm is then
+            per cell; in training its batch statistics differ alone and batched anyway).
+            Needs BatchNorm as ``stem_norm_cfg``.
             Defaults to False.
         init_cfg (dict | list[dict], optional): Defaults to truncated normal (std 0.02) for
             linear layers and 1/0 for LayerNorm, as in the official code.
@@ -469,6 +471,9 @@ class PerViT(BaseModule):
             raise ValueError(f'featmap_scales needs one scale per out index, got '
                              f'{len(featmap_scales)} for {len(self.out_indices)}')
 
+        #: Pixels per token: ``2 ** len(stem_channels)`` (16 in the paper's archs) with the
+        #: C-stem, 16 with the patchify stem.
+        self.token_stride = 2**len(arch['stem_channels']) if conv_stem else 16
         if conv_stem:  # C-stem: 4 x (3x3 stride-2 conv + BN + ReLU), 1x1 conv
             stem, c_in = [], in_channels
             for c in arch['stem_channels']:
@@ -598,7 +603,8 @@ class PerViT(BaseModule):
         hw_shape = (h, w)
         tokens = mask = None  # the token grid each image owns, and its mask
         if valid is not None:
-            tokens = [(_ceil_div(ih, 16), _ceil_div(iw, 16)) for ih, iw in valid]
+            t = self.token_stride
+            tokens = [(_ceil_div(ih, t), _ceil_div(iw, t)) for ih, iw in valid]
             mask = masks_from_valid_shapes(tokens, hw_shape, x.device)
         x = x.flatten(2).transpose(1, 2)
         feats = {}
@@ -619,8 +625,8 @@ class PerViT(BaseModule):
         if valid is not None and 'outputs' in steps:  # ceil(img / stride) cells per image
             scales = self.featmap_scales or (1, ) * len(outs)
             outs = [zero_padding(o, masks_from_valid_shapes(
-                [(_own_cells(ih, s), _own_cells(iw, s)) for ih, iw in valid], o.shape[-2:],
-                o.device)) for o, s in zip(outs, scales)]
+                [(_own_cells(ih, s, t), _own_cells(iw, s, t)) for ih, iw in valid],
+                o.shape[-2:], o.device)) for o, s in zip(outs, scales)]
         return tuple(outs)
 
     def extra_repr(self) -> str:
