@@ -106,11 +106,11 @@ def make_norms_trained_like(model, batch_inputs, seed: int = 0) -> None:
 
 
 def set_padding_exact(model, on: bool) -> int:
-    """Set ``padding_exact`` on every submodule that has the attribute (the backbone's
-    switch; the modules read it at each forward); returns how many were set."""
-    n = 0
-    for m in model.modules():
-        if isinstance(getattr(m, 'padding_exact', None), bool):
-            m.padding_exact = on
-            n += 1
-    return n
+    """Set ``padding_exact`` of every part that has the switch
+    (:func:`~mmposenc.models.utils.padding_exact.padding_exact_parts`; each reads it at every
+    call); the model must have been built with them on. Returns how many were set."""
+    from mmposenc.models.utils.padding_exact import padding_exact_parts
+    parts = padding_exact_parts(model)
+    for _, m in parts:
+        m.padding_exact = on
+    return len(parts)

@@ -11,7 +11,11 @@ model = dict(
     encoder_pos='sine',  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'
     # memory positions of the decoder's cross-attention keys; the anchor-box query positions
     # are the decoder's own (sine of the boxes) in every variant of this folder
-    decoder_pos='sine')
+    decoder_pos='sine',
+    # mmdet's ResNet with its padding-exact mode (same state dict: mmdet's checkpoints load
+    # both ways): each image of a padded batch gets the maps it gets alone (issue 20).
+    # The one switch: padding_exact=False is mmdet's ResNet bit for bit.
+    backbone=dict(type='mmposenc.PaddingExactResNet', padding_exact=True))
 
 # mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
 # iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)

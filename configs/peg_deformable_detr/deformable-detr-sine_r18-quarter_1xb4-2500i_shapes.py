@@ -34,7 +34,10 @@ model = dict(
         bgr_to_rgb=True,
         pad_size_divisor=1),
     backbone=dict(  # trained from scratch: no pretrained weights offline
-        type='ResNet',
+        # mmdet's ResNet with its padding-exact mode (same state dict): each image of a padded
+        # batch gets the maps it gets alone (issue 20); padding_exact=False is mmdet's ResNet
+        type='mmposenc.PaddingExactResNet',
+        padding_exact=True,
         depth=18,
         base_channels=16,  # quarter width: a CPU-sized backbone
         num_stages=4,

@@ -11,6 +11,10 @@ model = dict(
     type='mmposenc.PEGDETR',  # mmposenc.models.detectors.PEGDETR
     encoder_pos='sine',  # 'sine' | 'peg' | 'sine+peg' | 'none'
     decoder_pos='sine',  # memory positions of the decoder cross-attention
+    # mmdet's ResNet with its padding-exact mode (same state dict: mmdet's checkpoints load
+    # both ways): each image of a padded batch gets the maps it gets alone (issue 20).
+    # The one switch: padding_exact=False is mmdet's ResNet bit for bit.
+    backbone=dict(type='mmposenc.PaddingExactResNet', padding_exact=True),
     num_queries=100,
     bbox_head=dict(  # DETRHead
         loss_cls=dict(loss_weight=1.0),

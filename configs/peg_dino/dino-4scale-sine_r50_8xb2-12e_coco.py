@@ -13,7 +13,11 @@ model = dict(
     # mmdet's ChannelMapper made padding-exact (GroupNorm over each image's valid cells,
     # padding zeroed before the extra stride-64 level; same state-dict keys: mmdet's
     # checkpoints load). type='ChannelMapper' gives the stock neck back.
-    neck=dict(type='mmposenc.MaskedChannelMapper'))
+    neck=dict(type='mmposenc.MaskedChannelMapper'),
+    # mmdet's ResNet with its padding-exact mode (same state dict: mmdet's checkpoints load
+    # both ways): each image of a padded batch gets the maps it gets alone (issue 20).
+    # The one switch: padding_exact=False is mmdet's ResNet bit for bit.
+    backbone=dict(type='mmposenc.PaddingExactResNet', padding_exact=True))
 
 # mmdet's CocoDataset plus mmposenc's dataset check when it is built, before the first
 # iteration (mmposenc/datasets/checked.py; tools/misc/check_dataset.py runs the same check)

@@ -75,14 +75,21 @@ def weight_decay_of(model, optim_wrapper_cfg):
 #: tests/test_engine/test_optim_constructor.py).
 CHECKED_PREFIX = 'mmposenc.Checked'
 SUMMARY_CONSTRUCTOR = 'mmposenc.SummaryOptimWrapperConstructor'
+#: mmdet's ResNet with the padding-exact mode (issue 20; same parameters and state dict, the
+#: host's ResNet wherever no image of the batch is padded, and with padding_exact=False).
+EXACT_RESNET = 'mmposenc.PaddingExactResNet'
 
 
 def as_host(value):
     """A plain copy of a config value as the host would write it: no ``_scope_`` keys, the
-    dataset check's types mapped back to the host's dataset and our optimizer constructor
-    dropped, so that a shipped config compares equal to the host config it extends."""
+    dataset check's types mapped back to the host's dataset, our optimizer constructor
+    dropped and the padding-exact ResNet mapped back to mmdet's ResNet, so that a shipped
+    config compares equal to the host config it extends."""
     if isinstance(value, dict):
         out = {k: as_host(v) for k, v in value.items() if k != '_scope_'}
+        if out.get('type') == EXACT_RESNET:
+            out['type'] = 'ResNet'
+            out.pop('padding_exact', None)
         if isinstance(out.get('type'), str) and out['type'].startswith(CHECKED_PREFIX):
             out['type'] = out['type'][len(CHECKED_PREFIX):]
         if out.get('constructor') == SUMMARY_CONSTRUCTOR:

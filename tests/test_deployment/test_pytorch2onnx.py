@@ -217,3 +217,29 @@ def test_cli_config_and_checkpoint(tmp_path):
     assert out.exists()
     table = [line for line in res.stdout.splitlines() if line.startswith('| ')]
     assert len(table) == 3 and table[1].startswith('| 96 x 64 ') and table[2].endswith('yes |')
+
+
+def test_padding_exact_shipped_config_exports_with_dynamic_sizes(tmp_path):
+    """The shipped demo Deformable-DETR, padding-exact by default (issue 20, item 3:
+    ``mmposenc.PaddingExactResNet`` with its masking hooks, ``MaskedChannelMapper``), exported
+    by the tool at 96 x 128, runs in onnxruntime like PyTorch at sizes that are not multiples
+    of the stride; an export binds no image sizes (one unpadded image: the stock path)."""
+    path = osp.join(REPO_ROOT, 'configs', 'peg_deformable_detr',
+                    'deformable-detr-peg_r18-quarter_1xb4-2500i_shapes.py')
+    torch.manual_seed(0)
+    model = p2o.build_model(path)
+    assert type(model.backbone).__name__ == 'PaddingExactResNet' and model.backbone.padding_exact
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # trained-like norms; non-zero sampling offsets (mmcv inits zeros)
+        for name, m in model.named_modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_(0, 0.5, generator=gen)
+                m.bias.normal_(0, 0.5, generator=gen)
+            elif name.endswith(('sampling_offsets', 'attention_weights')):
+                m.weight.normal_(std=0.1, generator=gen)
+    wrapper = p2o.wrap_model(model)
+    out = p2o.export(wrapper, str(tmp_path / 'exact.onnx'), shape=(96, 128))
+    assert _input_dims(out) == [1, 3, 'height', 'width']
+    rows = p2o.check(wrapper, out, [(70, 90), (110, 75), (96, 128)], atol=p2o.DEFAULT_ATOL)
+    assert all(r['ok'] and r['outputs']['bboxes'] == (1, model.num_queries, 4)
+               for r in rows), rows

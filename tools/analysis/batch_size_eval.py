@@ -13,7 +13,8 @@ tool reports, per model:
   tensors are equal bit for bit;
 - the wall time of the test loop (from its first to its last iteration: data loading,
   ``test_step`` and the evaluator's per-batch processing; not the final COCO evaluation) at
-  each batch size, and, with ``--sort-by-aspect``, the same with the images ordered by aspect
+  each batch size (and the process's CPU time over the same span: on a CPU shared with other
+  jobs, a one-thread run's CPU time is the steadier measure), and, with ``--sort-by-aspect``, the same with the images ordered by aspect
   ratio (portrait ones together, then landscape, so that a batch holds images of similar
   shape and less padding).
 
@@ -202,7 +203,7 @@ class Recorder:
         from mmengine.hooks import Hook
         self.device = device
         self.preds: Dict[int, dict] = {}
-        self.start = self.end = None
+        self.start = self.end = self.cpu_start = self.cpu_end = None
         hook = self
 
         class _Hook(Hook):
@@ -210,6 +211,7 @@ class Recorder:
                 if hook.start is None:
                     hook.sync()
                     hook.start = time.perf_counter()
+                    hook.cpu_start = time.process_time()
 
             def after_test_iter(self, runner, batch_idx, data_batch=None, outputs=None):
                 for out in outputs:
@@ -219,6 +221,7 @@ class Recorder:
                         labels=p.labels.detach().cpu())
                 hook.sync()
                 hook.end = time.perf_counter()
+                hook.cpu_end = time.process_time()
 
         self.hook = _Hook()
 
@@ -246,7 +249,8 @@ def check_keys(model, checkpoint: str) -> None:
 
 
 def run_test(cfg, checkpoint: str, device: str):
-    """Runner.test of ``cfg`` with ``checkpoint``: (metrics, predictions, loop seconds)."""
+    """Runner.test of ``cfg`` with ``checkpoint``: (metrics, predictions, loop seconds, loop
+    CPU seconds of this process)."""
     from mmengine.runner import Runner
     cfg = copy.deepcopy(cfg)
     cfg.load_from = checkpoint
@@ -257,7 +261,7 @@ def run_test(cfg, checkpoint: str, device: str):
         rec = Recorder(device)
         runner.register_hook(rec.hook, priority='LOWEST')
         metrics = runner.test()
-    return metrics, rec.preds, rec.end - rec.start
+    return metrics, rec.preds, rec.end - rec.start, rec.cpu_end - rec.cpu_start
 
 
 def compare(ref: Dict[int, dict], other: Dict[int, dict]) -> dict:
@@ -359,22 +363,22 @@ def evaluate_model(label, config, checkpoint, args, cache) -> dict:
     runs = [(b, False) for b in args.batch_sizes]
     if args.sort_by_aspect:
         runs += [(b, True) for b in args.batch_sizes if b > 1]
-    row = dict(model=label, config=config, checkpoint=checkpoint, runs=[])
+    row = dict(model=label, config=config, checkpoint=checkpoint, device=args.device, runs=[])
     ref = None
     for batch_size, sort in runs:
         ann = osp.join(work, f'ann_{"sorted" if sort else "order"}.json')
         ids = write_ann(src, ann, args.num_images, sort)
         set_test_data(cfg, ann, batch_size, args.workers)
-        metrics, preds, seconds = run_test(cfg, checkpoint, args.device)
+        metrics, preds, seconds, cpu = run_test(cfg, checkpoint, args.device)
         mAP = metrics.get('coco/bbox_mAP', float('nan'))
         run = dict(batch_size=batch_size, sorted=sort, mAP=mAP, seconds=seconds,
-                   images=len(ids))
+                   cpu_seconds=cpu, images=len(ids))
         if ref is None:
             ref = preds
         run.update(compare(ref, preds))
         row['runs'].append(run)
         print(f'{label}: batch {batch_size}{" sorted" if sort else ""}: mAP {mAP:.4f}, '
-              f'{seconds:.1f} s, max score diff {run["max_score_diff"]:.2e}, box '
+              f'{seconds:.1f} s ({cpu:.1f} s CPU), max score diff {run["max_score_diff"]:.2e}, box '
               f'{run["max_box_diff"]:.2e} px, identical {run["identical"]}', flush=True)
     return row
 
@@ -383,9 +387,9 @@ def table(rows: List[dict]) -> str:
     sizes = sorted({r['batch_size'] for row in rows for r in row['runs']})
     head = ['model'] + [f'mAP b{b}' for b in sizes] + [
         f'same as b1 at b{b} (max score / box diff)' for b in sizes if b > 1] + [
-        f'wall b{b} (s)' for b in sizes]
+        f'b{b} wall / CPU (s)' for b in sizes]
     if any(r['sorted'] for row in rows for r in row['runs']):
-        head += [f'wall b{b} sorted (s)' for b in sizes if b > 1]
+        head += [f'b{b} sorted, wall / CPU (s)' for b in sizes if b > 1]
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     for row in rows:
         runs = {(r['batch_size'], r['sorted']): r for r in row['runs']}
@@ -396,17 +400,19 @@ def table(rows: List[dict]) -> str:
             if r['bitwise_images'] == r['images']:
                 word = 'yes, bitwise'
             cells.append(f'{word} ({r["max_score_diff"]:.1e} / {r["max_box_diff"]:.1e} px)')
-        cells += [f'{runs[(b, False)]["seconds"]:.1f}' for b in sizes]
+        def secs(r):
+            return f'{r["seconds"]:.1f} / {r["cpu_seconds"]:.1f}'
+        cells += [secs(runs[(b, False)]) for b in sizes]
         if len(head) > len(cells):
-            cells += [f'{runs[(b, True)]["seconds"]:.1f}' if (b, True) in runs else ''
-                      for b in sizes[1:]]
+            cells += [secs(runs[(b, True)]) if (b, True) in runs else '' for b in sizes[1:]]
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
 def plot(rows: List[dict], path: str) -> None:
     """Left: largest per-image score difference vs batch 1 per model and batch size (log;
-    0 drawn at the floor). Right: test-loop wall time per batch size, in order and sorted."""
+    0 drawn at the floor). Right: test-loop time per batch size, in order and sorted (CPU
+    time of the process on a CPU, wall time on a GPU)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -419,11 +425,12 @@ def plot(rows: List[dict], path: str) -> None:
         vals = [max(runs[(b, False)]['max_score_diff'], floor) for b in sizes]
         ax1.bar([k + i * width for k in range(len(sizes))], vals, width, label=row['model'])
         all_sizes = sorted({b for b, _ in runs})
-        ax2.plot(all_sizes, [runs[(b, False)]['seconds'] for b in all_sizes], 'o-',
+        key = 'cpu_seconds' if row.get('device', 'cpu') == 'cpu' else 'seconds'
+        ax2.plot(all_sizes, [runs[(b, False)][key] for b in all_sizes], 'o-',
                  label=row['model'])
         srt = [b for b in all_sizes if (b, True) in runs]
         if srt:
-            ax2.plot(srt, [runs[(b, True)]['seconds'] for b in srt], 'o--',
+            ax2.plot(srt, [runs[(b, True)][key] for b in srt], 'o--',
                      color=ax2.lines[-1].get_color(), label=row['model'] + ', sorted')
     ax1.set_yscale('log')
     ax1.axhline(SCORE_TOL, color='grey', lw=0.8, ls=':')
@@ -434,7 +441,8 @@ def plot(rows: List[dict], path: str) -> None:
     ax1.legend(fontsize=7)
     ax2.set_xscale('log', base=2)
     ax2.set_xlabel('test batch size')
-    ax2.set_ylabel('test loop wall time (s)')
+    on_cpu = all(row.get('device', 'cpu') == 'cpu' for row in rows)
+    ax2.set_ylabel(f'test loop {"CPU" if on_cpu else "wall"} time (s)')
     ax2.set_title('evaluation wall time')
     ax2.legend(fontsize=7)
     fig.tight_layout()

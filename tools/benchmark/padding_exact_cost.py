@@ -112,6 +112,9 @@ def parse_args(argv=None):
     parser.add_argument('--quick', action='store_true',
                         help='a smoke run: 96 x 128 input, 2 repetitions, no warm-up')
     parser.add_argument('--out', help='also write the markdown table to this file')
+    parser.add_argument('--clock', choices=('wall', 'cpu'), default='wall',
+                        help="'cpu': the process's CPU time instead of wall time (CPU only; "
+                        'steadier on a loaded machine with --threads 1)')
     parser.add_argument('--configs', nargs='+', default=None,
                         help='time these shipped detection / segmentation configs (train step '
                         'and predict) instead of the bare backbones')
@@ -127,6 +130,8 @@ def parse_args(argv=None):
     parser.add_argument('--stages', nargs='+', choices=('train', 'predict'),
                         default=['train', 'predict'], help='what --configs times')
     args = parser.parse_args(argv)
+    if args.clock == 'cpu' and args.device != 'cpu':
+        parser.error('--clock cpu times CPU runs only')
     if args.quick:
         args.size, args.repeats, args.warmup = [96, 128], 2, 0
     return args
@@ -173,15 +178,20 @@ def batch(size, device):
     return x, shapes
 
 
-def timer(device) -> Callable[[Callable], float]:
+def timer(device, clock: str = 'wall') -> Callable[[Callable], float]:
+    """Seconds ``fn()`` takes: wall time (CUDA synchronised), or with ``clock='cpu'`` the
+    process's CPU time (CPU runs on a shared machine: other jobs' load stretches wall time,
+    much less the CPU time of a one-thread run)."""
+    now = time.process_time if clock == 'cpu' else time.perf_counter
+
     def run(fn):
         if device != 'cpu':
             torch.cuda.synchronize()
-        t = time.perf_counter()
+        t = now()
         fn()
         if device != 'cpu':
             torch.cuda.synchronize()
-        return time.perf_counter() - t
+        return now() - t
     return run
 
 
@@ -189,7 +199,7 @@ def measure(name: str, args) -> Dict[str, Dict[str, float]]:
     from mmposenc.models.utils.padding_exact import backbone_image_shapes
     model = build(name).to(args.device)
     x, shapes = batch(args.size, args.device)
-    clock = timer(args.device)
+    clock = timer(args.device, args.clock)
 
     phi_p = [m for m in model.modules() if hasattr(m, 'clear_cache')]  # PerViT's
 
@@ -289,7 +299,7 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
                              cfg_options=options, device=args.device)
     model = runner.model
     binds = hasattr(model, 'feature_padding_masks')  # ExactPaddingMixin binds itself
-    clock = timer(args.device)
+    clock = timer(args.device, args.clock)
     results = {}
     for stage in args.stages:
         train = stage == 'train'
@@ -341,8 +351,8 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
 
 def config_table(all_results, args) -> str:
     lines = [f'Shipped configs, padding-exact off (stock) vs on, {args.batches} batch(es) of '
-             f'{args.batch_size} COCO128 images per repetition, {args.device}; {machine()}; '
-             f'median of {args.repeats} interleaved repetitions', '',
+             f'{args.batch_size} images per repetition, {args.device}, {args.clock} time; '
+             f'{machine()}; median of {args.repeats} interleaved repetitions', '',
              '| config | stage | padded batches | stock (s) | exact (s) | exact / stock | '
              'image sizes |', '|---|---|---|---|---|---|---|']
     for config, res in all_results.items():

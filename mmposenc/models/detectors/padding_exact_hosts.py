@@ -25,7 +25,7 @@ from torch import Tensor
 
 from mmposenc.registry import MODELS
 from ..utils.call_state import CallState
-from ..utils.padding_exact import backbone_image_shapes
+from ..utils.padding_exact import apply_model_switch, backbone_image_shapes
 from .exact_padding import ExactPaddingMixin
 
 #: The image shapes of each segmentor's running ``loss`` / whole inference (thread / task local).
@@ -74,7 +74,18 @@ if EncoderDecoder is not None:
             >>> # in a config inheriting an mmseg segmentation config
             >>> model = dict(type='mmposenc.PaddingExactEncoderDecoder',
             ...              backbone=dict(type='mmposenc.SwinPEG', padding_exact=True))
+
+        Args:
+            padding_exact (bool, optional): The model's one switch (False turns off every
+                part's ``padding_exact``; see
+                :func:`~mmposenc.models.utils.padding_exact.apply_model_switch`). Defaults to
+                None (each part as configured).
+            *args, **kwargs: mmseg's ``EncoderDecoder`` arguments.
         """
+
+        def __init__(self, *args, padding_exact: Optional[bool] = None, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            apply_model_switch(self, padding_exact)
 
         @contextmanager
         def _image_shapes(self, inputs: Tensor, metas: Optional[Sequence[dict]]

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .call_state import CallState
 
@@ -110,3 +110,39 @@ def zero_padding(x: Tensor, mask: Optional[Tensor], value: float = 0.) -> Tensor
     if mask is None:
         return x
     return x.masked_fill(mask[:, None], value)
+
+
+def padding_exact_parts(model: nn.Module) -> List[Tuple[str, nn.Module]]:
+    """The parts of ``model`` with a padding-exact switch: ``(name, module)`` of every module
+    with a bool ``padding_exact`` attribute (backbones, necks, heads; each reads it at every
+    call), the model itself excluded."""
+    return [(name, m) for name, m in model.named_modules()
+            if m is not model and isinstance(getattr(m, 'padding_exact', None), bool)]
+
+
+def apply_model_switch(model: nn.Module, padding_exact: Optional[bool]) -> None:
+    """A model's one switch (``model = dict(padding_exact=False)`` in a config) applied to
+    its parts once they are built.
+
+    Args:
+        model (nn.Module): The built model.
+        padding_exact (bool, optional): None leaves each part as its config sets it (the
+            shipped configs: on); False turns every part off (each is then the host's
+            module); True checks that every part is on (a part is built for its mode: its
+            masking is set up, and what it does not cover refused, when it is built).
+
+    Raises:
+        ValueError: True and some part was built with ``padding_exact=False``.
+    """
+    if padding_exact is None:
+        return
+    parts = padding_exact_parts(model)
+    if padding_exact:
+        off = [name for name, m in parts if not m.padding_exact]
+        if off:
+            raise ValueError(f'{type(model).__name__}: padding_exact=True but '
+                             f'{", ".join(off)} built with padding_exact=False; set it True in '
+                             'their configs (or drop the model-level padding_exact)')
+        return
+    for _, m in parts:
+        m.padding_exact = False

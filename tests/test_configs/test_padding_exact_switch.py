@@ -1,0 +1,185 @@
+"""Padding-exact mode on by default in the shipped DETR-family configs, one switch to turn it
+off, and checkpoints that load both ways (issue 20, item 3).
+
+Each part with a padding-exact mode has its ``padding_exact`` (the backbones
+``mmposenc.PaddingExactResNet``, ``PVTPEG``, ``SwinPEG``, ``CPVT``, ``PerViT``; the heads that
+have one); the model's one switch turns them all off with one line in a user's config,
+``model = dict(padding_exact=False)`` (``ExactPaddingMixin``). Off, the ResNet is mmdet's
+ResNet bit for bit on a padded batch whose image sizes are bound; on, it is not (trained-like
+norms). The state dict does not depend on the mode, so a checkpoint of mmdet's own detector
+loads into the shipped config's model and back (strict).
+"""
+import glob
+import os.path as osp
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import REPO_ROOT
+
+pytest.importorskip('mmdet')
+
+DETR_FAMILY = ('peg_detr', 'peg_conditional_detr', 'peg_dab_detr', 'peg_deformable_detr',
+               'peg_dino')
+CONFIGS = sorted(
+    osp.relpath(p, osp.join(REPO_ROOT, 'configs')) for family in DETR_FAMILY
+    for p in glob.glob(osp.join(REPO_ROOT, 'configs', family, '*.py')))
+SHAPES = osp.join(REPO_ROOT, 'configs', 'peg_deformable_detr',
+                  'deformable-detr-sine_r18-quarter_1xb4-2500i_shapes.py')
+OFF_LINE = 'model = dict(padding_exact=False)\n'
+
+
+def load(path):
+    from mmengine.config import Config
+
+    import mmposenc  # noqa: F401  (mmposenc:: bases)
+    return Config.fromfile(path)
+
+
+def user_config(tmp_path, base, lines=''):
+    """A user's config in a folder of their own, inheriting a shipped config by path."""
+    path = tmp_path / 'my_config.py'
+    path.write_text(f'_base_ = {base!r}\n{lines}')
+    return str(path)
+
+
+@pytest.mark.parametrize('config', CONFIGS)
+def test_shipped_detr_configs_are_padding_exact(config):
+    backbone = load(osp.join(REPO_ROOT, 'configs', config)).model.backbone
+    assert backbone.type == 'mmposenc.PaddingExactResNet' and backbone.padding_exact is True
+
+
+def build(cfg, seed=0):
+    from mmengine.registry import init_default_scope
+    from mmdet.registry import MODELS
+
+    import mmposenc.models.detectors  # noqa: F401
+    init_default_scope('mmdet')
+    torch.manual_seed(seed)
+    return MODELS.build(cfg.model)
+
+
+def stock_of(cfg):
+    """The host's own classes on the same config (mmdet's DeformableDETR, ChannelMapper,
+    ResNet), as tools/analysis/batch_size_eval.py's ``stock:``."""
+    import copy
+    cfg = copy.deepcopy(cfg)
+    cfg.model.type = 'DeformableDETR'
+    for key in ('encoder_pos', 'decoder_pos', 'peg_after', 'peg_cfg', 'cape_cfg'):
+        cfg.model.pop(key, None)
+    cfg.model.neck.type = 'ChannelMapper'
+    cfg.model.backbone.type = 'ResNet'
+    cfg.model.backbone.pop('padding_exact')
+    return cfg
+
+
+def trained_like(backbone, gen):
+    with torch.no_grad():
+        for m in backbone.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.normal_(0, 0.5, generator=gen)
+                m.running_mean.normal_(0, 0.5, generator=gen)
+                m.running_var.uniform_(0.5, 2.0, generator=gen)
+
+
+@pytest.fixture(scope='module')
+def coco_batch(coco128_root):
+    """Two COCO128 images (480 x 640, 640 x 426) padded to 640 x 640 by DetDataPreprocessor,
+    with their sizes."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'padding_exact_backbones',
+        osp.join(REPO_ROOT, 'tests', 'test_backbones', 'test_padding_exact.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.load_batch(coco128_root)
+
+
+def test_one_line_turns_it_off_and_off_is_mmdet_resnet_bit_for_bit(tmp_path, coco_batch):
+    """The user's one line on the shipped demo config turns every part off; its backbone then
+    equals mmdet's ResNet on a padded batch even with the image sizes bound (the detector
+    binds them); the shipped config's (on) does not."""
+    from mmdet.models.backbones import ResNet
+
+    from mmposenc.models.utils import backbone_image_shapes
+    from mmposenc.models.utils.padding_exact import padding_exact_parts
+    inputs, shapes = coco_batch
+    cfg_off = load(user_config(tmp_path, SHAPES, OFF_LINE))
+    assert cfg_off.model.padding_exact is False
+    detectors = {'on': build(load(SHAPES)), 'off': build(cfg_off)}
+    parts = {k: {n: m.padding_exact for n, m in padding_exact_parts(d)}
+             for k, d in detectors.items()}
+    assert parts['on'] == {'backbone': True} and parts['off'] == {'backbone': False}
+    models = {k: d.backbone for k, d in detectors.items()}
+    stock = ResNet(**{k: v for k, v in cfg_off.model.backbone.items()
+                      if k not in ('type', 'padding_exact')})
+    trained_like(models['on'], torch.Generator().manual_seed(0))
+    state = models['on'].state_dict()
+    stock.load_state_dict(state)
+    models['off'].load_state_dict(state)
+    outs = {}
+    with torch.no_grad():
+        for name, model in (*models.items(), ('stock', stock)):
+            model.eval()
+            with backbone_image_shapes(model, shapes):
+                outs[name] = model(inputs)
+    assert all(torch.equal(a, b) for a, b in zip(outs['off'], outs['stock']))
+    assert max((a - b).abs().max().item() for a, b in zip(outs['on'], outs['stock'])) > 1e-2
+
+
+def test_model_switch_on_refuses_a_part_built_off(tmp_path):
+    """``padding_exact=True`` at the model level checks the parts (a part's masking is set up
+    when it is built): one built off is named."""
+    cfg = load(user_config(tmp_path, SHAPES, 'model = dict(padding_exact=True, '
+                           'backbone=dict(padding_exact=False))\n'))
+    with pytest.raises(ValueError, match=r'PEGDeformableDETR: padding_exact=True but '
+                       r'backbone built with padding_exact=False'):
+        build(cfg)
+    assert build(load(user_config(tmp_path, SHAPES, 'model = dict(padding_exact=True)\n'))
+                 ).backbone.padding_exact
+
+
+def test_checkpoints_load_both_ways(tmp_path):
+    """A checkpoint of mmdet's own Deformable-DETR (ResNet, ChannelMapper) loads strictly into
+    the shipped config's model (PaddingExactResNet on, MaskedChannelMapper) and back: the same
+    state-dict keys and shapes; on an unpadded image both give the same predictions."""
+    from mmengine.runner import load_checkpoint, save_checkpoint
+    ours_cfg = load(SHAPES)
+    stock = build(stock_of(ours_cfg), seed=1)
+    ours = build(ours_cfg, seed=2)
+    assert type(ours.backbone).__name__ == 'PaddingExactResNet' and ours.backbone.padding_exact
+    assert type(stock.backbone).__name__ == 'ResNet'
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {
+        k: v.shape for k, v in stock.state_dict().items()}
+    trained_like(stock.backbone, torch.Generator().manual_seed(0))
+    for src, dst, name in ((stock, ours, 'stock.pth'), (ours, stock, 'ours.pth')):
+        save_checkpoint(src.state_dict(), str(tmp_path / name))
+        load_checkpoint(dst, str(tmp_path / name), map_location='cpu', strict=True,
+                        logger='silent')
+        assert all(torch.equal(a, b) for a, b in zip(src.state_dict().values(),
+                                                     dst.state_dict().values()))
+    # the same weights give the same predictions where nothing is padded
+    from mmdet.structures import DetDataSample
+    img = torch.rand(1, 3, 100, 120, generator=torch.Generator().manual_seed(3))
+    sample = DetDataSample(metainfo=dict(img_shape=(100, 120), batch_input_shape=(100, 120),
+                                         ori_shape=(100, 120), scale_factor=(1., 1.)))
+    with torch.no_grad():
+        a = ours.eval().predict(img, [sample.clone()])[0].pred_instances
+        b = stock.eval().predict(img, [sample.clone()])[0].pred_instances
+    assert torch.equal(a.scores, b.scores) and torch.equal(a.bboxes, b.bboxes)
+
+
+@pytest.mark.parametrize('depth', [18, 50])
+def test_resnet_state_dict_does_not_depend_on_the_mode(depth):
+    """PaddingExactResNet on / off and mmdet's ResNet: the same keys and shapes (R50 as the
+    shipped R50 configs build it)."""
+    from mmdet.models.backbones import ResNet
+
+    from mmposenc.models.detectors import PaddingExactResNet
+    kwargs = dict(depth=depth, out_indices=(1, 2, 3), frozen_stages=1, norm_eval=True)
+    shapes = [{k: v.shape for k, v in m.state_dict().items()} for m in (
+        ResNet(**kwargs), PaddingExactResNet(**kwargs, padding_exact=True),
+        PaddingExactResNet(**kwargs, padding_exact=False))]
+    assert shapes[0] == shapes[1] == shapes[2]
