@@ -63,6 +63,21 @@ SMALL = {
                     out_indices=(0, 1), drop_path_rate=0.0),
     'PaddingExactResNet': dict(depth=18, base_channels=8, num_stages=2, strides=(1, 2),
                                dilations=(1, 1), out_indices=(0, 1)),
+    'MaskedFPN': dict(in_channels=[16, 32], out_channels=16, num_outs=3,
+                      add_extra_convs='on_input'),
+    'PaddingExactRetinaHead': dict(
+        type='mmposenc.PaddingExactRetinaHead', num_classes=3, in_channels=16,
+        feat_channels=16, stacked_convs=1,
+        anchor_generator=dict(type='AnchorGenerator', octave_base_scale=4,
+                              scales_per_octave=1, ratios=[1.0], strides=[8, 16]),
+        bbox_coder=dict(type='DeltaXYWHBBoxCoder', target_means=[.0] * 4,
+                        target_stds=[1.0] * 4)),
+    'PaddingExactRPNHead': dict(
+        type='mmposenc.PaddingExactRPNHead', in_channels=16, feat_channels=16,
+        anchor_generator=dict(type='AnchorGenerator', scales=[8], ratios=[1.0],
+                              strides=[8, 16]),
+        bbox_coder=dict(type='DeltaXYWHBBoxCoder', target_means=[.0] * 4,
+                        target_stds=[1.0] * 4)),
     'PEGDETR': detr_cfg(type='mmposenc.PEGDETR'),
     'PEGDeformableDETR': deformable_detr_cfg(type='mmposenc.PEGDeformableDETR'),
     'PEGConditionalDETR': conditional_detr_cfg(type='mmposenc.PEGConditionalDETR'),
@@ -85,11 +100,17 @@ EXCLUDED = {
                                   'backbone; its forward is the backbone\'s and the head\'s '
                                   '(SwinPEG, PaddingAwareSegMask2FormerHead)',
     'BatchPaddingSegDataPreprocessor': 'a data preprocessor (no forward on tensors)',
+    'PaddingExactRetinaNet': 'mmdet\'s RetinaNet binding the image sizes; its forward is '
+                             'the backbone\'s, MaskedFPN\'s and PaddingExactRetinaHead\'s',
+    'PaddingExactMaskRCNN': 'mmdet\'s Mask R-CNN binding the image sizes; its forward is the '
+                            'backbone\'s, MaskedFPN\'s, PaddingExactRPNHead\'s and mmdet\'s '
+                            'RoI heads\'',
 }
 DETECTORS = ('PEGDETR', 'PEGDeformableDETR', 'PEGConditionalDETR', 'PEGDABDETR', 'PEGDINO')
 #: built from full configs under mmdet's scope (tiny_detr_cfgs.build)
 MMDET_BUILT = DETECTORS + ('PEGMSDeformAttnPixelDecoder', 'PaddingAwareMask2FormerHead',
-                           'PaddingAwareSegMask2FormerHead')
+                           'PaddingAwareSegMask2FormerHead', 'PaddingExactRetinaHead',
+                           'PaddingExactRPNHead')
 
 
 def _mask2former_inputs(name, g):
@@ -132,6 +153,18 @@ def _forward(name, model):
             return model(feats)
     if name in ('PaddingAwareMask2FormerHead', 'PaddingAwareSegMask2FormerHead'):
         return model(*_mask2former_inputs(name, g))
+    if name in ('PaddingExactRetinaHead', 'PaddingExactRPNHead'):  # its exact path
+        from mmdet.structures import DetDataSample
+        samples = [DetDataSample(metainfo=dict(img_shape=shape, batch_input_shape=(32, 40)))
+                   for shape in ((32, 40), (25, 31))]
+        with model._image_shapes(samples):
+            return model([torch.randn(2, 16, 4, 5, generator=g),
+                          torch.randn(2, 16, 2, 3, generator=g)])
+    if name == 'MaskedFPN':  # stride-8 and -16 maps of a padded batch of two
+        masks = [torch.zeros(2, 4, 5, dtype=torch.bool), torch.zeros(2, 2, 3, dtype=torch.bool)]
+        masks[0][1, 3:], masks[1][1, 2:] = True, True
+        return model([torch.randn(2, 16, 4, 5, generator=g),
+                      torch.randn(2, 32, 2, 3, generator=g)], padding_masks=masks)
     if name == 'PEG':
         return model(tokens, (4, 5))
     if name == 'SimplePyramid':  # four stride-16 maps of a plain ViT

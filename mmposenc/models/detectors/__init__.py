@@ -6,6 +6,9 @@ Not imported by :mod:`mmposenc.models`; configs load it with
 from .encoder_pos import (PEG_ENCODERS, DeformableEncoderPosMixin, DetrEncoderPosMixin,
                           EncoderPosMixin, PEGEncoderMixin)
 from .exact_padding import ExactPaddingMixin
+from .padding_exact_dense import (MaskedFPN, PaddingExactDenseHeadMixin, PaddingExactMaskRCNN,
+                                  PaddingExactRetinaHead, PaddingExactRetinaNet,
+                                  PaddingExactRPNHead)
 from .padding_exact_hosts import PaddingExactMask2Former
 from .padding_exact_resnet import PaddingExactResNet
 from .peg_deformable_detr import PEGDeformableDETR, PEGDeformableDetrTransformerEncoder
@@ -19,5 +22,7 @@ __all__ = [
     'PEGEncoderMixin', 'PEG_ENCODERS', 'PEGDETR', 'PEGDetrTransformerEncoder',
     'PEGDeformableDETR', 'PEGDeformableDetrTransformerEncoder', 'PEGConditionalDETR',
     'PEGDABDETR', 'PEGDINO', 'PEGMSDeformAttnPixelDecoder', 'PaddingAwareMask2FormerHead',
-    'PixelDecoderShapesMixin', 'PaddingExactResNet', 'PaddingExactMask2Former'
+    'PixelDecoderShapesMixin', 'PaddingExactResNet', 'PaddingExactMask2Former', 'MaskedFPN',
+    'PaddingExactDenseHeadMixin', 'PaddingExactMaskRCNN', 'PaddingExactRetinaHead',
+    'PaddingExactRetinaNet', 'PaddingExactRPNHead'
 ]
