@@ -267,3 +267,25 @@ def test_errors():
         DINOv3RoPE(32, rescale_coords=0.5)
     with pytest.raises(IndexError, match='layer_idx=2'):
         RoPEMixed(32, num_layers=2).angles((2, 2), 2)
+
+
+@pytest.mark.parametrize('with_cls_token', [True, False], ids=['cls_token', 'gap'])
+@pytest.mark.parametrize('rope', ['RoPEMixed', 'DINOv3RoPE'])
+def test_with_peg_in_pevit(rope, with_cls_token):
+    """CPVT's PEG and a rotary encoding together in one PEViT (class token or GAP): both act
+    (the output differs from PEG alone) and the learnt frequencies get gradients."""
+    from mmposenc.models.backbones import PEViT
+    arch = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+    kw = dict(arch=arch, img_size=16, patch_size=4, with_cls_token=with_cls_token,
+              out_type='cls_token' if with_cls_token else 'avg_featmap')
+    torch.manual_seed(0)
+    both = PEViT(pos_encoding=[dict(type='PEGPositionEncoding'), dict(type=rope)], **kw)
+    torch.manual_seed(0)
+    peg = PEViT(pos_encoding=[dict(type='PEGPositionEncoding')], **kw)
+    peg.load_state_dict(both.state_dict(), strict=False)
+    x = torch.randn(2, 3, 20, 24)
+    out = both(x)[0]
+    assert not torch.allclose(out, peg(x)[0], atol=1e-4)
+    out.pow(2).sum().backward()  # (a plain sum of LayerNorm outputs has zero gradient)
+    if rope == 'RoPEMixed':
+        assert both.pos_encodings[1].freqs.grad.abs().sum() > 0
