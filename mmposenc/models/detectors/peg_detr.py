@@ -59,6 +59,11 @@ class PEGDETR(DetrEncoderPosMixin, DETR):
             - ``'cape'``: :class:`~mmposenc.models.layers.CAPE2d` instead of the sine encoding
               (per-image valid extent, augmented in training only);
             - ``'cape+peg'``: CAPE and masked PEGs;
+            - ``'rope_mixed'`` / ``'rope_dinov3'``: no additive encoding; the queries and keys
+              of every encoder self-attention rotated by
+              :class:`~mmposenc.models.layers.RoPEMixed` /
+              :class:`~mmposenc.models.layers.DINOv3RoPE` (``rope_cfg``), each image's
+              coordinates its own; ``'rope_mixed+peg'`` / ``'rope_dinov3+peg'`` add the PEGs;
             - ``'none'``: no position information in the encoder at all.
 
             Defaults to ``'peg'``.
@@ -72,6 +77,9 @@ class PEGDETR(DetrEncoderPosMixin, DETR):
         cape_cfg (dict): Config of the encoder's CAPE for ``'cape'`` / ``'cape+peg'``
             (``embed_dims`` filled in). Defaults to ``dict(type='mmposenc.CAPE2d')`` (global
             shift 0.5, local shift 1/N, global scaling 1.4: the paper's ViT setting).
+        rope_cfg (dict, optional): Config of the rotary encoding of the rotary modes
+            (``embed_dims``, ``num_heads``, ``num_layers`` filled in). Defaults to the mode's
+            class with its defaults.
         *args, **kwargs: Those of :class:`mmdet.models.DETR`.
 
     Examples:
