@@ -9,11 +9,18 @@ setup:
 demo: setup
 	$(PY) tools/demo.py
 
+# The suite runs in pytest-xdist workers, one per core of the 2-core CI machine (TEST_WORKERS=auto:
+# one per core of this one). --dist loadgroup keeps the tests that share a module's expensive
+# fixture, or the throwaway wheel environment, on one worker (tests/conftest.py); each worker,
+# and every process a test starts, runs torch with one thread.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup
+
 test: setup
-	$(PY) -m pytest tests
+	$(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The documentation site: Sphinx (requirements/docs.txt, installed only here) builds docs/ into
 # docs/_build/html with warnings as errors, then every internal link of the site is checked.

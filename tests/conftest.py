@@ -10,6 +10,13 @@ import os.path as osp
 
 import pytest
 
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    # `make test` runs the suite in pytest-xdist workers, one per core: one OpenMP thread per
+    # worker (and per process a test starts) instead of every process spinning on every core.
+    # Set before anything imports torch; an OMP_NUM_THREADS of the user's own is kept.
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    os.environ.setdefault('MKL_NUM_THREADS', '1')
+
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHARED_DATA = os.environ.get('MMPOSENC_SHARED_DATA',
                              osp.join(osp.dirname(REPO_ROOT), 'shared', 'data'))
@@ -95,3 +102,21 @@ def _memoized_package_lookups():
                    functools.lru_cache(maxsize=None)(config_module.is_installed))
         mp.setattr(config_utils, 'load', memo_yaml(config_utils.load))
         yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` (``make test``), keep together on one worker what shares an
+    expensive fixture: every test that uses a module-scoped fixture of its own module is put in
+    that module's group (a model, a checkpoint or a clone made once, not once per worker). A
+    test's explicit ``xdist_group`` mark wins. Runs before pytest-xdist reads the marks."""
+    if not getattr(config.option, 'loadgroup', False):  # set by pytest-xdist's --dist
+        return
+    for item in items:
+        if item.get_closest_marker('xdist_group') is not None:
+            continue
+        module = item.nodeid.split('::')[0]
+        defs = getattr(getattr(item, '_fixtureinfo', None), 'name2fixturedefs', {})
+        if any(d and d[-1].scope == 'module' and d[-1].baseid == module
+               for d in defs.values()):
+            item.add_marker(pytest.mark.xdist_group(module))

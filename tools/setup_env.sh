@@ -7,8 +7,8 @@
 #      under $MMPOSENC_CACHE (default ~/.cache/mmposenc) in a folder keyed by torch version,
 #      Python tag, C++ ABI and CUDA, so a second run installs it in seconds and a changed torch
 #      rebuilds it (pip's own wheel cache is not keyed on torch and is bypassed on purpose);
-#   3. mmengine, mmdet, mmsegmentation, mmpretrain, onnx + onnxruntime and the rest, constrained
-#      to the pins;
+#   3. mmengine, mmdet, mmsegmentation, mmpretrain, onnx + onnxruntime, pytest + pytest-xdist
+#      and the rest, constrained to the pins;
 #   4. openmim (`mim search` / `mim train`) without its opendatalab requirement (see pins.txt);
 #   5. mmposenc itself in editable mode (setup.py links configs/, tools/ and model-index.yml
 #      into mmposenc/.mim, where mmengine's `mmposenc::` loader and mim look for them).
@@ -45,6 +45,7 @@ PY=$VENV/bin/python
 check_stack() {
     "$PY" - <<'EOF' >/dev/null 2>&1 || return 1
 import torch, torchvision, mmcv, mmcv.ops, mmengine, mmdet, mmseg, mmpretrain, mmposenc  # noqa
+import xdist  # noqa: pytest-xdist, `make test` runs the suite in parallel workers
 import pkg_resources  # noqa: mmengine needs it to resolve 'mmdet::' configs
 import torchvision.ops  # fails when torch and torchvision builds do not match
 import mim.commands.search, modelindex, pandas  # noqa: `mim search mmposenc`
@@ -130,7 +131,8 @@ say "installing mmengine, mmdet, mmsegmentation, mmpretrain, pycocotools, onnx(r
     "mmengine==$(pin mmengine)" "mmdet==$(pin mmdet)" "mmsegmentation==$(pin mmsegmentation)" \
     "mmpretrain==$(pin mmpretrain)" "pycocotools==$(pin pycocotools)" "ftfy==$(pin ftfy)" \
     "regex==$(pin regex)" "numpy==$(pin numpy)" "opencv-python==$(pin opencv-python)" \
-    "pytest==$(pin pytest)" "setuptools==$(pin setuptools)" \
+    "pytest==$(pin pytest)" "pytest-xdist==$(pin pytest-xdist)" "execnet==$(pin execnet)" \
+    "setuptools==$(pin setuptools)" \
     "onnx==$(pin onnx)" "onnxruntime==$(pin onnxruntime)" "protobuf==$(pin protobuf)"
 say "installing openmim (without opendatalab, see pins.txt)"
 "${PIP[@]}" install -q -c "$CONSTRAINTS" "model-index==$(pin model-index)" \

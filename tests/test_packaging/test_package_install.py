@@ -398,6 +398,7 @@ def wheel_environment(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group('wheel_environment')  # one worker builds it (see wheel_environment)
 def test_wheel_in_a_fresh_virtual_environment(tmp_path, tmp_path_factory, coco128_root):
     """`pip wheel .` holds the package and .mim/{configs,tools,model-index.yml}; installed
     into a fresh venv it serves `mmposenc::` configs, `mim search` and `mim train`.

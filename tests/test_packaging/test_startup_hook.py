@@ -30,6 +30,10 @@ from test_package_install import (QUIET, VENV_SITE, _copy_source, _env, _run,
 
 from conftest import REPO_ROOT
 
+# under pytest-xdist (make test) on one worker: the module's project, checkpoints and wheel
+# are made once, the wheel environment together with test_package_install.py's wheel test
+pytestmark = pytest.mark.xdist_group('wheel_environment')
+
 PTH = 'mmposenc-startup.pth'
 HOOK = '_mmposenc_startup'
 OFF = 'MMPOSENC_NO_STARTUP_HOOK'
