@@ -8,7 +8,8 @@ import copy
 import pytest
 import torch
 from tiny_detr_cfgs import (build, conditional_detr_cfg, dab_detr_cfg, deformable_detr_cfg,
-                            detr_cfg, dino_cfg, packed_inputs, randomise_pegs, samples_on_grid)
+                            detr_cfg, dino_cfg, packed_inputs, pixel_decoder_cfg, randomise_pegs,
+                            samples_on_grid)
 
 pytest.importorskip('mmdet')
 
@@ -113,9 +114,10 @@ def test_rope_cfg_reaches_the_encoding_and_bad_configs_fail():
 @pytest.mark.parametrize('cfg', [
     lambda: deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='rope_mixed'),
     lambda: dino_cfg(type='mmposenc.PEGDINO', encoder_pos='rope_dinov3+peg'),
-], ids=['deformable_detr', 'dino'])
+    lambda: pixel_decoder_cfg('mmposenc.PEGMSDeformAttnPixelDecoder', encoder_pos='rope_mixed'),
+], ids=['deformable_detr', 'dino', 'mask2former_pixel_decoder'])
 def test_deformable_hosts_refuse_rotary_modes(cfg):
-    with pytest.raises(ValueError, match='deformable attention .*no q.k'):
+    with pytest.raises(ValueError, match=r'^PEG\w+: .*deformable attention .*no q.k'):
         build(copy.deepcopy(cfg()))
 
 
