@@ -281,3 +281,51 @@ def test_simple_pyramid_refuses_an_uncovered_norm():
     with pytest.raises(ValueError, match='padding_exact=True does not cover norm_cfg'):
         SimplePyramid(32, norm_cfg=dict(type='IN'), padding_exact=True)
     SimplePyramid(32, scales=(2, 1), norm_cfg=dict(type='IN'), padding_exact=True)  # no norm
+
+
+def test_shipped_cpvt_segmentor_passes_the_masks_to_its_pyramid():
+    """configs/cpvt/fpn_cpvt-s_8xb4-40k_ade20k-512x512.py as mmposenc.PaddingExactEncoderDecoder
+    with both modes on (narrowed: 4 layers of width 64, 2 PEGs): its ``extract_feat`` binds the image
+    sizes for CPVT and gives ``neck=[SimplePyramid, FPN]``'s pyramid the masks of CPVT's maps,
+    so the pyramid's maps of a 512 x 683 image (ADE20K's size after the test Resize; 43
+    tokens: the stride-32 pooling reads the border) in a batch padded to 512 x 704 equal its
+    maps alone; the pyramid without masks (its mode off) differs."""
+    pytest.importorskip('mmseg')
+    from mmengine.config import Config
+
+    from mmposenc.registry import MODELS
+    cfg = Config.fromfile('configs/cpvt/fpn_cpvt-s_8xb4-40k_ade20k-512x512.py').model
+    cfg.type = 'mmposenc.PaddingExactEncoderDecoder'
+    cfg.backbone.update(arch=dict(embed_dims=64, num_layers=4, num_heads=2,
+                                  feedforward_channels=128), out_indices=(0, 1, 2, 3),
+                        peg_positions=(0, 1),
+                        init_cfg=None, padding_exact=True, drop_path_rate=0.)
+    cfg.neck[0].update(in_channels=64, padding_exact=True)
+    cfg.neck[0].norm_cfg = dict(type='GN', num_groups=8)
+    cfg.neck[1].update(in_channels=[64] * 4, out_channels=32)
+    cfg.decode_head.update(channels=32, in_channels=[32] * 4)
+    import mmposenc.models.detectors  # noqa: F401  (PaddingExactEncoderDecoder)
+    torch.manual_seed(0)
+    model = MODELS.build(cfg)
+    trained_like(model.backbone, torch.randn(1, 3, 64, 64))
+    model.eval()
+    pyramid = model.neck[0]
+    maps = []
+    pyramid.register_forward_hook(lambda m, i, o: maps.append(o))
+    shapes = [(512, 683), (512, 704)]
+    inputs = torch.randn(2, 3, 512, 704)
+    inputs[0, :, :, 683:] = 0
+    metas = [dict(img_shape=s) for s in shapes]
+
+    def pyramid_diffs():
+        maps.clear()
+        with torch.no_grad():
+            with model._image_shapes(inputs, metas):
+                model.extract_feat(inputs)
+            model.extract_feat(inputs[:1, :, :, :683])
+        batched, alone = maps
+        return compare(batched, lambda i, h, w: alone, shapes[:1], 512)
+
+    assert max(pyramid_diffs()) <= TOL
+    pyramid.padding_exact = False
+    assert max(pyramid_diffs()) > 1e-2

@@ -26,7 +26,8 @@ from torch import Tensor
 from mmposenc.registry import MODELS
 from ..utils.call_state import CallState
 from ..utils.padding_exact import apply_model_switch, backbone_image_shapes
-from .exact_padding import ExactPaddingMixin
+from ..utils.padding_masks import feature_padding_masks
+from .exact_padding import ExactPaddingMixin, run_neck
 
 #: The image shapes of each segmentor's running ``loss`` / whole inference (thread / task local).
 _SEG_SHAPES = CallState('mmposenc_segmentor_img_shapes')
@@ -98,10 +99,18 @@ if EncoderDecoder is not None:
                 yield
 
         def extract_feat(self, inputs: Tensor) -> List[Tensor]:
-            """Backbone (with the bound image sizes), then neck."""
-            with backbone_image_shapes(self.backbone, _SEG_SHAPES.get(self)):
+            """Backbone (with the bound image sizes), then neck (a part that declares
+            ``takes_padding_masks``, e.g. ``SimplePyramid`` in ``neck=[...]``, gets the
+            padding masks of its inputs: :func:`~.exact_padding.run_neck`)."""
+            shapes = _SEG_SHAPES.get(self)
+            with backbone_image_shapes(self.backbone, shapes):
                 x = self.backbone(inputs)
-            return self.neck(x) if self.with_neck else x
+            if not self.with_neck:
+                return x
+            return run_neck(self.neck, x, lambda feats, strides: None if shapes is None else
+                            feature_padding_masks(shapes, inputs.shape[-2:],
+                                                  [f.shape[-2:] for f in feats],
+                                                  device=inputs.device, strides=strides))
 
         def loss(self, inputs: Tensor, data_samples) -> dict:
             """mmseg's ``loss``, the backbone seeing each image's ``img_shape``."""
