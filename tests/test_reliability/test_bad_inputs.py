@@ -199,14 +199,21 @@ add('pde-init', lambda: MODELS.build(dict(type='PeripheralDistanceEmbedding', in
     ValueError, 'init must be one of')
 
 # ----------------------------------------------- BasePositionEncoding types (PEViT plugins)
-PE_TYPES = ['CoPE', 'LearnableAbsolutePE', 'NoPositionEncoding', 'PEGPositionEncoding',
-            'PeripheralPE', 'RelativePositionBias2d', 'RoPE2d', 'SaPE2', 'SinCos2dPE']
+PE_TYPES = ['CoPE', 'DINOv3RoPE', 'LearnableAbsolutePE', 'NoPositionEncoding',
+            'PEGPositionEncoding', 'PeripheralPE', 'RelativePositionBias2d', 'RoPE2d', 'RoPEMixed',
+            'SaPE2', 'SinCos2dPE']
 for name in PE_TYPES:
     add(f'{name}-heads-not-dividing', lambda name=name: MODELS.build(
         dict(type=name, embed_dims=10, num_heads=3)), ValueError,
         'num_heads must be a positive int dividing embed_dims')
     add(f'{name}-embed-0', lambda name=name: MODELS.build(dict(type=name, embed_dims=0)),
         ValueError, 'embed_dims must be a positive int')
+add('rope-mixed-head-dims', lambda: MODELS.build(dict(type='RoPEMixed', embed_dims=12,
+                                                     num_heads=2)),
+    ValueError, 'RoPEMixed: embed_dims / num_heads must be divisible by 4')
+add('rope-dinov3-rescale', lambda: MODELS.build(dict(type='DINOv3RoPE', embed_dims=8,
+                                                     rescale_coords=0.5)),
+    ValueError, 'rescale_coords is a bound >= 1')
 add('cope-npos', lambda: MODELS.build(dict(type='CoPE', embed_dims=8, npos_max=1)), ValueError,
     'npos_max must be an int >= 2')
 add('rpb-max-distance', lambda: MODELS.build(dict(type='RelativePositionBias2d', embed_dims=8,
