@@ -19,14 +19,17 @@ each image's ``img_shape`` to the pixel decoder, its encoder gets exact padding 
 input projections normalise each image's valid cells alone, the attention and PEGs skip padded
 tokens, the sine / CAPE are normalised over each image's extent and the reference points and
 valid ratios are those of Deformable-DETR. The encoder memory on an image's valid tokens is then
-the same alone and in a padded batch. The rest of Mask2Former (the stride-4/8 FPN of the pixel
-decoder, the transformer decoder, the losses) sees padding as mmdet does.
+the same alone and in a padded batch. The pixel decoder's FPN then keeps to each image's cells
+too (``'fpn'`` of :data:`EXACT_STEPS`), and with ``padding_exact=True`` (default) the head's
+transformer decoder and final resize do (:class:`PixelDecoderShapesMixin`): with a
+padding-exact backbone an image gets the same masks and scores alone and in any padded batch.
+The losses see the padding as mmdet's (the mask logits there are zero).
 
 With no padded image in the batch (every image as large as the batch: e.g. mmseg's training
 crops and slide inference, ONNX export; mmdet's LSJ crops can be smaller than the 1024 fixed
 pad, and those batches take the masked path) the mask-free path is taken, and ``encoder_pos='sine'`` is then
-bit-identical to mmdet's pixel decoder. The transformer decoder's own level positions (the
-head's ``positional_encoding``) are unchanged in every mode.
+bit-identical to mmdet's pixel decoder (and the head to mmdet's / mmseg's). The transformer
+decoder's own level positions are the head's ``positional_encoding`` in every mode.
 """
 from typing import List, Optional, Sequence, Tuple
 
