@@ -40,6 +40,20 @@ def test_parse_scales_refuses_duplicates():
         study.parse_scales(['1', '1x1'])
 
 
+@pytest.mark.parametrize('specs, dd, detr', [
+    (None, None, None), (['1500'], 1500, 1500), (['1500', 'DETR=3000'], 1500, 3000),
+    (['DETR=3000'], None, 3000), (['DETR=3000', '1000'], 1000, 1000)])
+def test_iters_per_family(specs, dd, detr):
+    assert study.iters_of(specs, 'Deformable-DETR') == dd
+    assert study.iters_of(specs, 'DETR') == detr
+
+
+@pytest.mark.parametrize('spec', ['0', 'DINO=10', 'DETR=', 'DETR=-5', 'many'])
+def test_iters_refuses(spec):
+    with pytest.raises(ValueError, match='FAMILY=N'):
+        study.iters_of([spec], 'DETR')
+
+
 @pytest.fixture(scope='module')
 def shapes_image(tmp_path_factory):
     """One generated shapes_coco val image (the demo's generator), path and (h, w)."""
@@ -171,3 +185,21 @@ def test_quick_study_end_to_end_and_resume(tmp_path):
     again = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert again.returncode == 0 and '0 run(s) to do' in again.stdout
     assert (tmp_path / 'out' / 'detection_resolution.png').is_file()
+
+
+@pytest.mark.skipif(__import__('torch').cuda.is_available(), reason='needs a machine without '
+                    'CUDA, where a --device cuda run fails')
+def test_a_run_that_fails_on_the_gpu_runs_again_on_the_cpu(tmp_path, monkeypatch):
+    """``--retry-on-cpu``: the run started in the GPU slot fails (no CUDA here), is started
+    again on the CPU and its record says so; the failed attempt's log is kept."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')
+    args = study.parse_args(['--quick', '--variants', 'detr-sine', '--seeds', '0', '--scales',
+                             '0.5', '--device', 'cuda', '--jobs', '1', '--retry-on-cpu',
+                             '--out-dir', 'out'])
+    args.data_dir = study.prepare_data(args.data_dir, quick=True)
+    assert study.run_study(args) == []
+    rec = json.loads((tmp_path / 'out' / 'runs' / 'detr-sine__seed0.json').read_text())
+    assert rec['device'] == 'cpu' and [r['scale'] for r in rec['scales']] == ['1', '0.5']
+    failed_log = (tmp_path / 'out' / 'work' / 'detr-sine__seed0.cuda-failed.log').read_text()
+    assert 'torch.cuda.is_available() is False' in failed_log

@@ -326,6 +326,28 @@ def prepare_data(data_dir: str, quick: bool = False) -> str:
                             **(SHAPES_QUICK if quick else SHAPES))
 
 
+def iters_of(specs: Optional[Sequence[str]], family: str) -> Optional[int]:
+    """The iterations of ``family`` from ``--iters`` entries ``N`` (every family) and
+    ``FAMILY=N`` (that family; the later entry wins); None: the config's.
+
+    Raises:
+        ValueError: an entry that is not ``N`` or ``FAMILY=N`` with a known family and N > 0.
+    """
+    iters = None
+    for spec in specs or []:
+        name, _, value = str(spec).rpartition('=')
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n <= 0 or (name and name not in FAMILIES):
+            raise ValueError(f'--iters entries are N or FAMILY=N with N > 0 and FAMILY one of '
+                             f'{FAMILIES}, got {spec!r}')
+        if not name or name == family:
+            iters = n
+    return iters
+
+
 # ------------------------------------------------------------------------------ one run
 def code_state() -> dict:
     """The commit of this checkout and whether the code a run uses differs from it."""
@@ -356,7 +378,8 @@ def run_one(args) -> dict:
     register_hosts()
     msda = use_msda_pytorch(args.msda, args.device)
     work_dir = osp.join(args.work_root, f'{args.worker}__seed{args.seed}')
-    cfg = study_cfg(args.worker, args.seed, args.data_dir, work_dir, args.iters,
+    cfg = study_cfg(args.worker, args.seed, args.data_dir, work_dir,
+                    iters_of(args.iters, VARIANTS[args.worker][0]),
                     args.batch_size, args.cfg_options)
     scales = parse_scales(args.scales)
     start_load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
@@ -397,7 +420,7 @@ def worker_argv(args, device: str) -> List[str]:
             args.data_dir, '--device', device, '--msda', args.msda, '--threads',
             str(args.threads), '--scales', *args.scales]
     if args.iters:
-        argv += ['--iters', str(args.iters)]
+        argv += ['--iters', *args.iters]
     if args.batch_size:
         argv += ['--batch-size', str(args.batch_size)]
     if args.cfg_options:
@@ -409,8 +432,9 @@ def run_study(args) -> List[Tuple[str, int]]:
     """Train and evaluate every (variant, seed) without a run file, ``args.jobs`` processes at
     a time, seeds outermost (an interrupted study has whole seeds). With ``--device cuda``,
     ``args.cpu_jobs`` of the ``args.jobs`` slots train on the CPU instead (a free GPU slot is
-    taken first; each run records its device). No new run starts after ``args.time_limit``
-    seconds. Returns the runs that failed."""
+    taken first; each run records its device); with ``args.retry_on_cpu`` a run that fails on
+    the GPU is run again on the CPU. No new run starts after ``args.time_limit`` seconds.
+    Returns the runs that failed."""
     todo = [(v, s) for s in args.seeds for v in args.variants
             if not osp.isfile(run_path(args.out_dir, v, s))]
     cpu_slots = args.jobs if args.device == 'cpu' else min(args.cpu_jobs, args.jobs)
@@ -421,14 +445,22 @@ def run_study(args) -> List[Tuple[str, int]]:
                MKL_NUM_THREADS=str(args.threads))
     cpu_env = dict(env, CUDA_VISIBLE_DEVICES='')
     t0 = time.perf_counter()
-    running, failed = {}, []
+    running, failed, retry = {}, [], []
     os.makedirs(args.work_root, exist_ok=True)
-    while todo or running:
+    while todo or running or retry:
         late = args.time_limit is not None and time.perf_counter() - t0 > args.time_limit
-        while todo and len(running) < max(1, args.jobs) and not late:
+        while (todo or retry) and len(running) < max(1, args.jobs) and not late:
             on_cpu = sum(1 for r in running.values() if r[3] == 'cpu')
             device = args.device if len(running) - on_cpu < args.jobs - cpu_slots else 'cpu'
-            v, s = todo.pop(0)
+            if retry:  # failed on the GPU: again on the CPU, before anything new
+                device = 'cpu'
+                v, s = retry.pop(0)
+            else:
+                # the GPU slots take the heaviest runs first (Deformable-DETR: its attention's
+                # PyTorch path costs twice DETR's step on the CPU), the CPU slots the next
+                pick = next((i for i, (v, _) in enumerate(todo)
+                             if VARIANTS[v][0] == 'Deformable-DETR'), 0) if device != 'cpu' else 0
+                v, s = todo.pop(pick)
             log = open(osp.join(args.work_root, f'{v}__seed{s}.log'), 'w')
             cmd = [sys.executable, osp.realpath(__file__), *worker_argv(args, device),
                    '--worker', v, '--seed', str(s)]
@@ -436,10 +468,11 @@ def run_study(args) -> List[Tuple[str, int]]:
                                     env=cpu_env if device == 'cpu' else env)
             running[(v, s)] = (proc, log, time.perf_counter(), device)
             print(f'[{v} seed {s}] started on {device} (log {log.name})', flush=True)
-        if late and todo:
-            print(f'--time-limit {args.time_limit} s reached: {len(todo)} run(s) not started: '
-                  + ', '.join(f'{v}/{s}' for v, s in todo), flush=True)
-            todo = []
+        if late and (todo or retry):
+            print(f'--time-limit {args.time_limit} s reached: {len(todo) + len(retry)} run(s) '
+                  'not started: ' + ', '.join(f'{v}/{s}' for v, s in retry + todo), flush=True)
+            failed += retry
+            todo, retry = [], []
         time.sleep(0.5)
         for key in list(running):
             proc, log, started, device = running[key]
@@ -449,11 +482,17 @@ def run_study(args) -> List[Tuple[str, int]]:
             del running[key]
             took = time.perf_counter() - started
             if proc.returncode != 0:
-                failed.append(key)
                 with open(log.name) as f:
                     tail = f.read()[-3000:]
+                again = args.retry_on_cpu and device != 'cpu'
                 print(f'[{key[0]} seed {key[1]}] FAILED on {device} (exit {proc.returncode}, '
-                      f'{took:.0f} s); end of {log.name}:\n{tail}', flush=True)
+                      f'{took:.0f} s){"; again on the CPU" if again else ""}; end of '
+                      f'{log.name}:\n{tail}', flush=True)
+                if again:
+                    os.replace(log.name, log.name[:-len('.log')] + f'.{device}-failed.log')
+                    retry.append(key)
+                else:
+                    failed.append(key)
             else:
                 print(f'[{key[0]} seed {key[1]}] done on {device} in {took:.0f} s '
                       f'({time.perf_counter() - t0:.0f} s since start)', flush=True)
@@ -719,8 +758,10 @@ def parse_args(argv=None):
                    + ' '.join(DEFAULT_SCALES))
     p.add_argument('--variants', nargs='+', help='default: all of ' + ', '.join(VARIANTS))
     p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
-    p.add_argument('--iters', type=int, help='training iterations (default: the config\'s '
-                   '2500; the schedule is stretched to it)')
+    p.add_argument('--iters', nargs='+', metavar='[FAMILY=]N',
+                   help="training iterations (default: the config's 2500; the schedule is "
+                   'stretched to it); FAMILY=N sets one detector family, e.g. '
+                   '--iters 1500 DETR=3000')
     p.add_argument('--batch-size', type=int, help='training images per iteration '
                    '(default: the config\'s 4)')
     p.add_argument('--jobs', type=int, default=1, help='runs at the same time, one process '
@@ -728,6 +769,8 @@ def parse_args(argv=None):
     p.add_argument('--cpu-jobs', type=int, default=0,
                    help='with --device cuda: this many of the --jobs slots train on the CPU '
                    '(tiny models: a many-core machine trains more at once than one GPU)')
+    p.add_argument('--retry-on-cpu', action='store_true',
+                   help='with --device cuda: a run that fails on the GPU runs again on the CPU')
     p.add_argument('--threads', type=int, default=1, help='torch threads per run')
     p.add_argument('--device', default='cpu', help='cpu or cuda (default cpu)')
     p.add_argument('--msda', choices=('auto', 'cuda', 'pytorch'), default='auto',
@@ -764,10 +807,15 @@ def parse_args(argv=None):
         scales = parse_scales(args.scales)
     except ValueError as e:
         p.error(str(e))
+    try:
+        for family in FAMILIES:
+            iters_of(args.iters, family)
+    except ValueError as e:
+        p.error(str(e))
     if not args.config and (1.0, 1.0) not in scales:
         args.scales = ['1'] + list(args.scales)  # the study's reference: the training scale
     if args.quick and not args.worker:
-        args.iters = args.iters or 4
+        args.iters = args.iters or ['4']
         args.batch_size = args.batch_size or 2
         if args.scales == list(DEFAULT_SCALES):
             args.scales = ['0.5', '1', '1x0.75']
@@ -790,6 +838,7 @@ def main(argv=None):
     if not args.report_only:
         if not args.device.startswith('cuda') and args.device != 'cpu':
             raise SystemExit(f'--device must be cpu or cuda[:N], got {args.device!r}')
+        check_device(args.device)  # before the data and the runs
         t0 = time.perf_counter()
         started = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())
         args.data_dir = prepare_data(args.data_dir, args.quick)
