@@ -203,3 +203,24 @@ def test_a_run_that_fails_on_the_gpu_runs_again_on_the_cpu(tmp_path, monkeypatch
     assert rec['device'] == 'cpu' and [r['scale'] for r in rec['scales']] == ['1', '0.5']
     failed_log = (tmp_path / 'out' / 'work' / 'detr-sine__seed0.cuda-failed.log').read_text()
     assert 'torch.cuda.is_available() is False' in failed_log
+
+
+def test_deadline_stops_the_runs_and_the_archive_keeps_the_finished(tmp_path, monkeypatch):
+    """``--deadline``: the runs still going are stopped and, with those not started, returned
+    as failed; ``--archive`` holds the out-dir's run files and report, not the work dirs."""
+    import tarfile
+    monkeypatch.chdir(tmp_path)
+    args = study.parse_args(['--quick', '--variants', 'detr-sine', 'dd-sine', '--seeds', '0',
+                             '--jobs', '1', '--deadline', '1', '--out-dir', 'out',
+                             '--archive', 'back/h7.tar.gz'])
+    args.data_dir = str(tmp_path)  # not read: the runs are stopped first
+    assert study.run_study(args) == [('detr-sine', 0), ('dd-sine', 0)]
+    assert not (tmp_path / 'out' / 'runs').exists()
+    (tmp_path / 'out' / 'runs').mkdir(parents=True)
+    (tmp_path / 'out' / 'runs' / 'dd-sine__seed0.json').write_text(
+        json.dumps(_record('dd-sine', 0, {(1.0, 1.0): 0.5, (0.5, 0.5): 0.25})))
+    study.write_archive(args.out_dir, args.archive)
+    with tarfile.open(tmp_path / 'back' / 'h7.tar.gz') as tar:
+        names = tar.getnames()
+    assert 'out/runs/dd-sine__seed0.json' in names
+    assert not any('/work/' in n for n in names)

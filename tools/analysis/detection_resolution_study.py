@@ -433,7 +433,10 @@ def run_study(args) -> List[Tuple[str, int]]:
     a time, seeds outermost (an interrupted study has whole seeds). With ``--device cuda``,
     ``args.cpu_jobs`` of the ``args.jobs`` slots train on the CPU instead (a free GPU slot is
     taken first; each run records its device); with ``args.retry_on_cpu`` a run that fails on
-    the GPU is run again on the CPU. No new run starts after ``args.time_limit`` seconds.
+    the GPU is run again on the CPU. No new run starts after ``args.time_limit`` seconds;
+    at ``args.deadline`` seconds the runs still going are stopped (counted as failed).
+    ``args.archive``, if given, is rewritten after every finished run (a tar.gz of the run files
+    and the calls' log), so a study killed from outside still leaves what it finished.
     Returns the runs that failed."""
     todo = [(v, s) for s in args.seeds for v in args.variants
             if not osp.isfile(run_path(args.out_dir, v, s))]
@@ -474,6 +477,20 @@ def run_study(args) -> List[Tuple[str, int]]:
             failed += retry
             todo, retry = [], []
         time.sleep(0.5)
+        if args.deadline is not None and time.perf_counter() - t0 > args.deadline:
+            for key, (proc, log, _, device) in list(running.items()):
+                if proc.poll() is None:
+                    proc.kill()  # a worker of this study (its own process id)
+                    proc.wait()
+                    print(f'[{key[0]} seed {key[1]}] stopped at --deadline {args.deadline} s '
+                          f'({device})', flush=True)
+                    log.close()
+                    del running[key]
+                    failed.append(key)
+            if todo or retry:
+                print(f'--deadline: {len(todo) + len(retry)} run(s) not started', flush=True)
+                failed += retry + todo
+                todo, retry = [], []
         for key in list(running):
             proc, log, started, device = running[key]
             if proc.poll() is None:
@@ -496,7 +513,28 @@ def run_study(args) -> List[Tuple[str, int]]:
             else:
                 print(f'[{key[0]} seed {key[1]}] done on {device} in {took:.0f} s '
                       f'({time.perf_counter() - t0:.0f} s since start)', flush=True)
+                if args.archive:
+                    write_archive(args.out_dir, args.archive)
     return failed
+
+
+def write_archive(out_dir: str, archive: str) -> str:
+    """``out_dir``'s files except the training work dirs (``work/``) as the tar.gz ``archive``,
+    written next to it and renamed into place (a reader never sees half an archive)."""
+    import tarfile
+    os.makedirs(osp.dirname(osp.abspath(archive)), exist_ok=True)
+    tmp = archive + '.tmp'
+    with tarfile.open(tmp, 'w:gz') as tar:
+        for root, dirs, files in os.walk(out_dir):
+            dirs[:] = sorted(d for d in dirs if not (root == out_dir and d == 'work'))
+            for name in sorted(files):
+                if name.endswith('.tmp'):
+                    continue
+                path = osp.join(root, name)
+                tar.add(path, arcname=osp.join(osp.basename(out_dir.rstrip('/')),
+                                               osp.relpath(path, out_dir)))
+    os.replace(tmp, archive)
+    return archive
 
 
 # ----------------------------------------------------------------------------- the report
@@ -778,6 +816,10 @@ def parse_args(argv=None):
                    "PyTorch path ('pytorch', for an mmcv without CUDA ops), or 'auto' (the "
                    'kernel if it runs)')
     p.add_argument('--time-limit', type=float, help='start no run after this many seconds')
+    p.add_argument('--deadline', type=float, help='stop the runs still going after this many '
+                   'seconds (the finished ones are kept)')
+    p.add_argument('--archive', help='also write <out-dir> (run files, table, figure, log) as '
+                   'this .tar.gz, rewritten after every finished run')
     p.add_argument('--out-dir', default=osp.join('work_dirs', 'detection_resolution'),
                    help='runs/*.json, the table, the summary JSON (and the figure unless '
                    '--figure)')
@@ -851,11 +893,21 @@ def main(argv=None):
                 started=started, wall_s=wall, argv=sys.argv[1:], failed=failed,
                 cpu_count=os.cpu_count(), code=code_state(),
                 load_end=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None)) + '\n')
+        if args.archive:
+            write_archive(args.out_dir, args.archive)
         if failed:
+            if not load_runs(args.out_dir):
+                raise SystemExit('every run failed: ' +
+                                 ', '.join(f'{v}/seed {s}' for v, s in failed))
             report(args)
+            if args.archive:
+                write_archive(args.out_dir, args.archive)
             raise SystemExit(f'{len(failed)} run(s) failed: ' +
                              ', '.join(f'{v}/seed {s}' for v, s in failed))
-    return report(args)
+    summary = report(args)
+    if args.archive and not args.report_only:
+        write_archive(args.out_dir, args.archive)
+    return summary
 
 
 if __name__ == '__main__':
