@@ -55,6 +55,11 @@ class MaskedFPN(FPN):
     :class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin`); without them it is
     mmdet's.
 
+    Args:
+        padding_exact (bool): Take the padding masks (False: mmdet's FPN, also with the
+            model's ``padding_exact=False``). Defaults to True.
+        *args, **kwargs: Those of mmdet's ``FPN``.
+
     Examples:
         >>> neck = MaskedFPN([8, 16], 8, num_outs=3, add_extra_convs='on_input')
         >>> x = [torch.randn(2, 8, 8, 8), torch.randn(2, 16, 4, 4)]
@@ -64,12 +69,19 @@ class MaskedFPN(FPN):
         [(2, 8, 8, 8), (2, 8, 4, 4), (2, 8, 2, 2)]
     """
 
-    #: ExactPaddingMixin passes the backbone maps' padding masks
-    takes_padding_masks = True
+    def __init__(self, *args, padding_exact: bool = True, **kwargs) -> None:
+        self.padding_exact = padding_exact
+        super().__init__(*args, **kwargs)
+
+    @property
+    def takes_padding_masks(self) -> bool:
+        """ExactPaddingMixin passes the backbone maps' padding masks to necks that declare
+        this: ``padding_exact``."""
+        return self.padding_exact
 
     def forward(self, inputs: Tuple[Tensor],
                 padding_masks: Optional[Sequence[Tensor]] = None) -> tuple:
-        if padding_masks is None:
+        if padding_masks is None or not self.padding_exact:
             return super().forward(inputs)
         assert len(inputs) == len(self.in_channels)
         masks = list(padding_masks)
@@ -260,8 +272,8 @@ class PaddingExactMaskRCNN(ExactPaddingMixin, MaskRCNN):
     dict are mmdet's).
 
     Args:
-        edge_pad_rois (bool): Edge-replicate the maps for the RoI heads on padded batches.
-            Defaults to True.
+        edge_pad_rois (bool): Edge-replicate the maps for the RoI heads on padded batches
+            (off with the model's ``padding_exact=False``). Defaults to True.
         *args, **kwargs: Those of mmdet's ``MaskRCNN`` and
             :class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin`.
 
@@ -273,9 +285,11 @@ class PaddingExactMaskRCNN(ExactPaddingMixin, MaskRCNN):
         ...              rpn_head=dict(type='mmposenc.PaddingExactRPNHead'))
     """
 
-    def __init__(self, *args, edge_pad_rois: bool = True, **kwargs) -> None:
-        self.edge_pad_rois = edge_pad_rois
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, edge_pad_rois: bool = True,
+                 padding_exact: Optional[bool] = None, **kwargs) -> None:
+        # the model's switch (ExactPaddingMixin) off: mmdet's RoI reads too
+        self.edge_pad_rois = edge_pad_rois and padding_exact is not False
+        super().__init__(*args, padding_exact=padding_exact, **kwargs)
 
     def predict(self, batch_inputs: Tensor, batch_data_samples: SampleList,
                 rescale: bool = True) -> SampleList:
