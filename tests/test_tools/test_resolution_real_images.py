@@ -165,3 +165,14 @@ def test_parallel_jobs_from_the_users_folder(photos_file, tmp_path):
         with open(tmp_path / 'study' / 'runs' / f'ppe__seed{seed}.json') as f:
             assert json.load(f)['settings']['jobs'] == 2
     assert "| PerViT's PPE |" in res.stdout
+
+
+@pytest.mark.parametrize('flag', ['--deadline-s', '--stop-s'])
+def test_time_limits_leave_runs_to_do(rr, photos_file, tmp_path, flag):
+    """A run not started by --deadline-s, or still training at --stop-s, stores nothing and
+    is reported as left to do (a later call does it)."""
+    out = str(tmp_path / 'study')
+    args = rr.parse_args(['--quick', '--data', photos_file, '--out-dir', out, '--variants',
+                          'none', '--seeds', '0', flag, '1e-9'])
+    assert rr.run_study(args) == [('none', 0)]
+    assert not os.listdir(osp.join(out, 'runs'))

@@ -326,10 +326,11 @@ def evaluate(model: nn.Module, test_sets: Dict[str, tuple], batch_size: int = 51
     return acc
 
 
-def run_one(args, variant: str, seed: int, deadline: Optional[float] = None
-            ) -> Optional[dict]:
+def run_one(args, variant: str, seed: int, deadline: Optional[float] = None,
+            stop: Optional[float] = None) -> Optional[dict]:
     """Train and test one (variant, seed) and store its JSON; returns the record, or None
-    (nothing done) when ``deadline`` (a ``time.time()``) has passed."""
+    (nothing stored) when ``deadline`` (a ``time.time()``) has passed before it starts or
+    ``stop`` while it trains."""
     if deadline is not None and time.time() > deadline:
         return None
     torch.set_num_threads(args.threads)
@@ -360,6 +361,9 @@ def run_one(args, variant: str, seed: int, deadline: Optional[float] = None
     model.train()
     losses = []
     for step in range(args.steps):
+        if stop is not None and step % 50 == 0 and time.time() > stop:
+            print(f'  [{variant} s{seed}] stopped at step {step} by --stop-s', flush=True)
+            return None
         x, y = sample_train_batch(pyr, train_idx, args.batch_size, gen, res)
         loss = F.cross_entropy(model(x), y.to(device))
         opt.zero_grad(set_to_none=True)
@@ -412,7 +416,8 @@ def eval_sizes(args) -> List[Tuple[int, int]]:
 def run_study(args) -> List[Tuple[str, int]]:
     """Run every selected (variant, seed) without a stored run, seed by seed (so a study
     stopped early has whole seeds), ``--jobs`` at a time; with ``--deadline-s`` runs not
-    started by then are left for a later call. Returns the runs left."""
+    started by then, with ``--stop-s`` runs still training then, are left for a later call.
+    Returns the runs left."""
     os.makedirs(osp.join(args.out_dir, 'runs'), exist_ok=True)
     todo = [(v, s) for s in args.seeds for v in args.variants
             if args.overwrite or not osp.exists(fs.run_path(args.out_dir, v, s))]
@@ -420,10 +425,11 @@ def run_study(args) -> List[Tuple[str, int]]:
           'time', flush=True)
     t0 = time.time()
     deadline = t0 + args.deadline_s if args.deadline_s else None
+    stop = t0 + args.stop_s if args.stop_s else None
     left = []
     if args.jobs <= 1:
         for v, s in todo:
-            if run_one(args, v, s, deadline) is None:
+            if run_one(args, v, s, deadline, stop) is None:
                 left.append((v, s))
             elif args.bundle:
                 write_bundle(args.out_dir, args.bundle)
@@ -431,7 +437,8 @@ def run_study(args) -> List[Tuple[str, int]]:
         import concurrent.futures as cf
         import multiprocessing as mp
         with cf.ProcessPoolExecutor(args.jobs, mp_context=mp.get_context('spawn')) as ex:
-            futures = {ex.submit(run_one, args, v, s, deadline): (v, s) for v, s in todo}
+            futures = {ex.submit(run_one, args, v, s, deadline, stop): (v, s)
+                       for v, s in todo}
             for fut in cf.as_completed(futures):
                 if fut.result() is None:  # a failed run stops the study with its error
                     left.append(futures[fut])
@@ -439,7 +446,7 @@ def run_study(args) -> List[Tuple[str, int]]:
                     write_bundle(args.out_dir, args.bundle)
         left = [vs for vs in todo if vs in left]
     print(f'[real-resolution] {len(todo) - len(left)} runs in {time.time() - t0:.0f} s wall'
-          + (f'; {len(left)} not started before --deadline-s {args.deadline_s:g}: '
+          + (f'; {len(left)} left to do (--deadline-s / --stop-s): '
              + ' '.join(f'{v}:{s}' for v, s in left) if left else ''), flush=True)
     return left
 
@@ -649,6 +656,8 @@ def parse_args(argv=None):
     p.add_argument('--threads', type=int, default=1, help='torch threads per run')
     p.add_argument('--deadline-s', type=float, default=None,
                    help='start no run after this many seconds (the rest stays to do)')
+    p.add_argument('--stop-s', type=float, default=None,
+                   help='abandon runs still training after this many seconds (not stored)')
     p.add_argument('--overwrite', action='store_true', help='re-run finished runs')
     p.add_argument('--bundle', help='after every run, all stored runs as one JSON file '
                    '(to bring a study back from a machine that returns few files)')
