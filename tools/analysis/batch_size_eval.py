@@ -19,7 +19,8 @@ tool reports, per model:
   shape and less padding).
 
 Models (``--model LABEL CONFIG [CHECKPOINT]``, repeatable): a config path (or ``mmposenc::``
-/ ``mmdet::`` name); ``stock:CONFIG`` is the same config with the host's own classes
+/ ``mmdet::`` name); ``off:CONFIG`` is the config with the model's one switch
+``padding_exact=False``; ``stock:CONFIG`` is the same config with the host's own classes
 (mmposenc's ``PEG*`` detector -> mmdet's, ``MaskedChannelMapper`` -> ``ChannelMapper``,
 ``PaddingExactResNet`` -> ``ResNet``), to be given a checkpoint with the same state-dict keys
 (``encoder_pos='sine'``). Without a checkpoint ``--random-weights`` makes one (seeded): the
@@ -37,7 +38,7 @@ aspect-ratio order for the sorted runs).
 ``--demo-work-dir DIR`` adds the models ``tools/demo.py`` trained (``DIR/{none,sine,peg}``:
 the config the demo's Runner dumped and the checkpoint ``last_checkpoint`` names), on the
 demo's own validation set: each as ours with the padding-exact backbone on, and the sine one
-also in stock mmdet.
+also with the switch off and in stock mmdet.
 
 Usage::
 
@@ -130,11 +131,11 @@ def to_stock(cfg) -> None:
 
 
 def load_cfg(config: str, work_dir: str):
-    """The config of a row (``stock:`` applied), quiet, its work dir set."""
+    """The config of a row (``stock:`` / ``off:`` applied), quiet, its work dir set."""
     from _runner_utils import load_config
     from mmengine.config import Config
-    stock = config.startswith('stock:')
-    path = config[len('stock:'):] if stock else config
+    stock, off = config.startswith('stock:'), config.startswith('off:')
+    path = config.split(':', 1)[1] if stock or off else config
     if osp.isfile(path) and not path.endswith('.py'):
         raise ValueError(f'{path}: not a config (.py)')
     try:
@@ -144,6 +145,8 @@ def load_cfg(config: str, work_dir: str):
         cfg.work_dir = work_dir
     if stock:
         to_stock(cfg)
+    if off:  # the model's one switch (ExactPaddingMixin)
+        cfg.model.padding_exact = False
     cfg.log_level = 'WARNING'
     cfg.launcher = 'none'
     cfg.pop('visualizer', None)
@@ -238,8 +241,8 @@ def check_keys(model, checkpoint: str) -> None:
     Raises:
         KeyError: one line naming the checkpoint and the first differing keys.
     """
-    import torch
-    state = torch.load(checkpoint, map_location='cpu', weights_only=True)
+    from mmposenc.engine.checkpoint import load_local_checkpoint
+    state = load_local_checkpoint(checkpoint, map_location='cpu')
     state = state.get('state_dict', state)
     have, want = set(state), set(model.state_dict())
     if have != want:
@@ -330,6 +333,7 @@ def demo_models(demo_work_dir: str) -> List[tuple]:
             ckpt = osp.join(run_dir, osp.basename(ckpt))
         rows.append((f'demo {pe} (ours)', configs[0], ckpt))
         if pe == 'sine':
+            rows.append(('demo sine (ours), padding_exact=False', 'off:' + configs[0], ckpt))
             rows.append(('demo sine, stock mmdet', 'stock:' + configs[0], ckpt))
     if not rows:
         raise FileNotFoundError(
@@ -339,9 +343,12 @@ def demo_models(demo_work_dir: str) -> List[tuple]:
 
 
 def exact_backbone(cfg) -> None:
-    """Ours: the padding-exact ResNet (demo configs dumped before it was the default)."""
-    if cfg.model.type.startswith('mmposenc.') and cfg.model.backbone.type == 'ResNet':
+    """The demo's models as ours: the padding-exact ResNet, on (their configs as the demo
+    dumped them may predate it or have it off)."""
+    if cfg.model.type.startswith('mmposenc.') and cfg.model.backbone.type in (
+            'ResNet', 'mmposenc.PaddingExactResNet'):
         cfg.model.backbone.type = 'mmposenc.PaddingExactResNet'
+        cfg.model.backbone.padding_exact = True
 
 
 def evaluate_model(label, config, checkpoint, args, cache) -> dict:
@@ -350,7 +357,8 @@ def evaluate_model(label, config, checkpoint, args, cache) -> dict:
                     .replace(',', '').replace('(', '').replace(')', ''))
     os.makedirs(work, exist_ok=True)
     cfg = load_cfg(config, work)
-    exact_backbone(cfg)
+    if label.startswith('demo '):
+        exact_backbone(cfg)
     if not args.keep_data and not label.startswith('demo '):
         point_at_coco(cfg, args.data_root or DEFAULT_COCO128)
     src = test_ann_file(cfg)
