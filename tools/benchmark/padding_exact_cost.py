@@ -120,6 +120,12 @@ def parse_args(argv=None):
                         'and predict) instead of the bare backbones')
     parser.add_argument('--data-root', default=None,
                         help='COCO-layout tree for --configs (default: ../shared/data/coco128)')
+    from mmengine.config import DictAction
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+                        metavar='KEY=VALUE',
+                        help='--configs: override config keys (after the backbone\'s exact '
+                        "mode), e.g. the exact detector / neck / head of a config that "
+                        "ships without them: model.type=mmposenc.PaddingExactRetinaNet")
     parser.add_argument('--keep-data', action='store_true',
                         help="--configs: the configs' own data (e.g. the demo's shapes "
                         'configs, run where their data_root is) instead of --data-root')
@@ -293,6 +299,7 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
     from mmposenc.models.utils.padding_exact import backbone_image_shapes
 
     options = exact_options(load_config(config))
+    options.update(args.cfg_options)
     with tempfile.TemporaryDirectory() as tmp:
         runner = load_runner(config, tmp,
                              None if args.keep_data else args.data_root or DEFAULT_COCO128,
