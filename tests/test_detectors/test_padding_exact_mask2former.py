@@ -1,6 +1,6 @@
 """Mask2Former exact end to end on padded batches (issue 20, item 2).
 
-The shipped ``configs/peg_mask2former/mask2former-peg_swin-peg-t_8xb2-160k_ade20k-512x512.py``
+The shipped ``configs/swin_peg/mask2former-peg_swin-peg-t_8xb2-160k_ade20k-512x512.py``
 (SwinPEG in padding-exact mode, PaddingExactEncoderDecoder, PaddingAwareSegMask2FormerHead,
 BatchPaddingSegDataPreprocessor), loaded by path and narrowed (widths, depths, queries: CPU
 time), on two real ADE20K images through the config's own test pipeline (512 x 683 and
@@ -19,7 +19,7 @@ from torch import nn
 pytest.importorskip('mmdet')
 pytest.importorskip('mmseg')
 
-SEG_CONFIG = 'configs/peg_mask2former/mask2former-peg_swin-peg-t_8xb2-160k_ade20k-512x512.py'
+SEG_CONFIG = 'configs/swin_peg/mask2former-peg_swin-peg-t_8xb2-160k_ade20k-512x512.py'
 DET_CONFIG = 'configs/peg_mask2former/mask2former-peg_r50_8xb2-lsj-50e_coco.py'
 ADE_IMAGES = ('ADE_val_00000001', 'ADE_val_00000002')  # 512 x 683 and 512 x 703 after Resize
 DIMS = 32
