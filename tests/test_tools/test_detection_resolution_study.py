@@ -187,6 +187,7 @@ def test_quick_study_end_to_end_and_resume(tmp_path):
     assert (tmp_path / 'out' / 'detection_resolution.png').is_file()
 
 
+@pytest.mark.slow  # a second quick training run (the first: the end-to-end test)
 @pytest.mark.skipif(__import__('torch').cuda.is_available(), reason='needs a machine without '
                     'CUDA, where a --device cuda run fails')
 def test_a_run_that_fails_on_the_gpu_runs_again_on_the_cpu(tmp_path, monkeypatch):
