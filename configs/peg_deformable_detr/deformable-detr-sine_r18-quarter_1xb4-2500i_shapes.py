@@ -35,9 +35,12 @@ model = dict(
         pad_size_divisor=1),
     backbone=dict(  # trained from scratch: no pretrained weights offline
         # mmdet's ResNet with its padding-exact mode (same state dict): each image of a padded
-        # batch gets the maps it gets alone (issue 20); padding_exact=False is mmdet's ResNet
+        # batch gets the maps it gets alone (issue 20). Off by default here: on this small
+        # model and its small images it costs more than 3 % (measured train step 1.043x,
+        # predict 1.080x, tools/benchmark/padding_exact_cost.py --configs); one line turns it
+        # on: model = dict(padding_exact=True)
         type='mmposenc.PaddingExactResNet',
-        padding_exact=True,
+        padding_exact=False,
         depth=18,
         base_channels=16,  # quarter width: a CPU-sized backbone
         num_stages=4,

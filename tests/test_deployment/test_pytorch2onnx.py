@@ -220,14 +220,15 @@ def test_cli_config_and_checkpoint(tmp_path):
 
 
 def test_padding_exact_shipped_config_exports_with_dynamic_sizes(tmp_path):
-    """The shipped demo Deformable-DETR, padding-exact by default (issue 20, item 3:
-    ``mmposenc.PaddingExactResNet`` with its masking hooks, ``MaskedChannelMapper``), exported
+    """The shipped demo Deformable-DETR with the padding-exact mode on (issue 20, item 3: the
+    model's switch ``padding_exact=True``: ``mmposenc.PaddingExactResNet`` with its masking
+    hooks, ``MaskedChannelMapper``), exported
     by the tool at 96 x 128, runs in onnxruntime like PyTorch at sizes that are not multiples
     of the stride; an export binds no image sizes (one unpadded image: the stock path)."""
     path = osp.join(REPO_ROOT, 'configs', 'peg_deformable_detr',
                     'deformable-detr-peg_r18-quarter_1xb4-2500i_shapes.py')
     torch.manual_seed(0)
-    model = p2o.build_model(path)
+    model = p2o.build_model(path, cfg_options={'model.padding_exact': True})
     assert type(model.backbone).__name__ == 'PaddingExactResNet' and model.backbone.padding_exact
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():  # trained-like norms; non-zero sampling offsets (mmcv inits zeros)

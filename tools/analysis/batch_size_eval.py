@@ -19,8 +19,8 @@ tool reports, per model:
   shape and less padding).
 
 Models (``--model LABEL CONFIG [CHECKPOINT]``, repeatable): a config path (or ``mmposenc::``
-/ ``mmdet::`` name); ``off:CONFIG`` is the config with the model's one switch
-``padding_exact=False``; ``stock:CONFIG`` is the same config with the host's own classes
+/ ``mmdet::`` name); ``off:CONFIG`` / ``on:CONFIG`` is the config with the model's one
+switch ``padding_exact=False`` / ``True``; ``stock:CONFIG`` is the same config with the host's own classes
 (mmposenc's ``PEG*`` detector -> mmdet's, ``MaskedChannelMapper`` -> ``ChannelMapper``,
 ``PaddingExactResNet`` -> ``ResNet``), to be given a checkpoint with the same state-dict keys
 (``encoder_pos='sine'``). Without a checkpoint ``--random-weights`` makes one (seeded): the
@@ -134,8 +134,8 @@ def load_cfg(config: str, work_dir: str):
     """The config of a row (``stock:`` / ``off:`` applied), quiet, its work dir set."""
     from _runner_utils import load_config
     from mmengine.config import Config
-    stock, off = config.startswith('stock:'), config.startswith('off:')
-    path = config.split(':', 1)[1] if stock or off else config
+    stock, off, on = (config.startswith(p) for p in ('stock:', 'off:', 'on:'))
+    path = config.split(':', 1)[1] if stock or off or on else config
     if osp.isfile(path) and not path.endswith('.py'):
         raise ValueError(f'{path}: not a config (.py)')
     try:
@@ -145,8 +145,8 @@ def load_cfg(config: str, work_dir: str):
         cfg.work_dir = work_dir
     if stock:
         to_stock(cfg)
-    if off:  # the model's one switch (ExactPaddingMixin)
-        cfg.model.padding_exact = False
+    if off or on:  # the model's one switch (ExactPaddingMixin)
+        cfg.model.padding_exact = bool(on)
     cfg.log_level = 'WARNING'
     cfg.launcher = 'none'
     cfg.pop('visualizer', None)

@@ -28,7 +28,8 @@ from mmdet.structures import OptSampleList
 from torch import Tensor, nn
 
 from mmposenc.models.utils.call_state import CallState
-from mmposenc.models.utils.padding_exact import apply_model_switch, backbone_image_shapes
+from mmposenc.models.utils.padding_exact import (apply_model_switch, backbone_image_shapes,
+                                                 switch_part_configs)
 from mmposenc.models.utils.padding_masks import feature_padding_masks
 
 #: The data samples of the running ``loss`` / ``predict`` / ``_forward`` call of each detector
@@ -94,8 +95,9 @@ class ExactPaddingMixin:
         padding_exact (bool, optional): The model's one switch of the padding-exact mode
             (issue 20): False turns off every part that has one (the backbone's, the heads'
             ``padding_exact``: each is then the host's module; the exact padding masks above
-            stay), True checks that every such part is on, None (default) leaves each part as
-            its config sets it (on in the shipped configs). A config turns it off with one
+            stay), True turns on every part whose config writes ``padding_exact`` (the
+            shipped configs' backbones) and checks that every part is on, None (default)
+            leaves each part as its config sets it. A config turns it off, or on, with one
             line: ``model = dict(padding_exact=False)``.
 
     Examples::
@@ -111,7 +113,7 @@ class ExactPaddingMixin:
                  padding_exact: Optional[bool] = None, **kwargs) -> None:
         self.backbone_strides = None if backbone_strides is None else tuple(backbone_strides)
         self.encoder_strides = None if encoder_strides is None else tuple(encoder_strides)
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **switch_part_configs(kwargs, padding_exact))
         apply_model_switch(self, padding_exact)
 
     def feature_padding_masks(self, feats: Sequence[Tensor], batch_data_samples: OptSampleList,

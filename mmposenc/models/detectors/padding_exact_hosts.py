@@ -25,7 +25,8 @@ from torch import Tensor
 
 from mmposenc.registry import MODELS
 from ..utils.call_state import CallState
-from ..utils.padding_exact import apply_model_switch, backbone_image_shapes
+from ..utils.padding_exact import (apply_model_switch, backbone_image_shapes,
+                                   switch_part_configs)
 from ..utils.padding_masks import feature_padding_masks
 from .exact_padding import ExactPaddingMixin, run_neck
 
@@ -77,15 +78,16 @@ if EncoderDecoder is not None:
             ...              backbone=dict(type='mmposenc.SwinPEG', padding_exact=True))
 
         Args:
-            padding_exact (bool, optional): The model's one switch (False turns off every
-                part's ``padding_exact``; see
+            padding_exact (bool, optional): The model's one switch (False / True turns
+                every part's ``padding_exact`` off / on; see
+                :func:`~mmposenc.models.utils.padding_exact.switch_part_configs` and
                 :func:`~mmposenc.models.utils.padding_exact.apply_model_switch`). Defaults to
                 None (each part as configured).
             *args, **kwargs: mmseg's ``EncoderDecoder`` arguments.
         """
 
         def __init__(self, *args, padding_exact: Optional[bool] = None, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
+            super().__init__(*args, **switch_part_configs(kwargs, padding_exact))
             apply_model_switch(self, padding_exact)
 
         @contextmanager

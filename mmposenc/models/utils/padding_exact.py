@@ -120,16 +120,41 @@ def padding_exact_parts(model: nn.Module) -> List[Tuple[str, nn.Module]]:
             if m is not model and isinstance(getattr(m, 'padding_exact', None), bool)]
 
 
+def switch_part_configs(kwargs: dict, padding_exact: Optional[bool]) -> dict:
+    """The model's one switch applied to its parts' configs before they are built: every
+    part config (a dict argument, e.g. ``backbone``) that writes ``padding_exact`` gets the
+    model's value (a part is built for its mode: a padding-exact ResNet registers its masking
+    hooks, a transformer refuses what its mode does not cover). None changes nothing.
+
+    Args:
+        kwargs (dict): The model's keyword arguments.
+        padding_exact (bool, optional): The model's switch.
+
+    Returns:
+        dict: ``kwargs``, the part configs that write ``padding_exact`` copied with it set.
+    """
+    if padding_exact is None:
+        return kwargs
+    out = dict(kwargs)
+    for key, value in kwargs.items():
+        if isinstance(value, dict) and 'padding_exact' in value:
+            part = type(value)(value)
+            part['padding_exact'] = bool(padding_exact)
+            out[key] = part
+    return out
+
+
 def apply_model_switch(model: nn.Module, padding_exact: Optional[bool]) -> None:
     """A model's one switch (``model = dict(padding_exact=False)`` in a config) applied to
     its parts once they are built.
 
     Args:
         model (nn.Module): The built model.
-        padding_exact (bool, optional): None leaves each part as its config sets it (the
-            shipped configs: on); False turns every part off (each is then the host's
-            module); True checks that every part is on (a part is built for its mode: its
-            masking is set up, and what it does not cover refused, when it is built).
+        padding_exact (bool, optional): None leaves each part as its config sets it; False
+            turns every part off (each is then the host's module); True checks that every
+            part is on (a part is built for its mode: its masking is set up, and what it does
+            not cover refused, when it is built; :func:`switch_part_configs` turned on those
+            whose configs write ``padding_exact``).
 
     Raises:
         ValueError: True and some part was built with ``padding_exact=False``.
