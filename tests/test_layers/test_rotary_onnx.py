@@ -1,6 +1,7 @@
-"""RoPE-Mixed and the DINOv3-style RoPE export to real-valued ONNX with dynamic height and
-width: a PEViT (class token) exported at one image size runs in onnxruntime at others,
-matching PyTorch, and the graph has no complex tensors. (The eval angle cache must not turn
+"""RoPE-Mixed, the DINOv3-style RoPE and RoPE-Axial (RoPE2d) export to real-valued ONNX with
+dynamic height and width: a PEViT (class token) exported at one image size runs in onnxruntime
+at others, matching PyTorch, and the graph has no complex tensors (RoPE2d read the grid size
+with int() and ran only at the traced size). (The eval angle cache must not turn
 the angles into constants of the traced size.)"""
 import warnings
 
@@ -16,7 +17,7 @@ ATOL = 1e-4  # onnxruntime against PyTorch, as tools/deployment/pytorch2onnx.py
 COMPLEX = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
 
 
-@pytest.mark.parametrize('pe', ['RoPEMixed', 'DINOv3RoPE'])
+@pytest.mark.parametrize('pe', ['RoPEMixed', 'DINOv3RoPE', 'RoPE2d'])
 def test_onnx_dynamic_size_real_valued(pe, tmp_path):
     torch.manual_seed(0)
     vit = PEViT(arch=dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),

@@ -19,7 +19,7 @@ def build_rope2d_angles(hw_shape: Sequence[int], head_dims: int, theta: float = 
     """
     if head_dims % 4:
         raise ValueError(f'head_dims must be divisible by 4 for 2D RoPE, got {head_dims}')
-    H, W = int(hw_shape[0]), int(hw_shape[1])
+    H, W = hw_shape[0], hw_shape[1]  # not int(): traced sizes stay symbolic (ONNX)
     n = head_dims // 4
     freqs = 1. / theta**(torch.arange(n, device=device, dtype=dtype) / n)
     y, x = torch.meshgrid(torch.arange(H, device=device, dtype=dtype),
