@@ -520,6 +520,11 @@ def size_label(key: str, train: str) -> str:
     return (f'{h} px' if h == w else f'{h}×{w}') + (' (train)' if key == train else '')
 
 
+def fmt(values: Sequence[float]) -> str:
+    """Mean ± std over seeds; a single seed's value alone (it has no spread)."""
+    return f'{values[0]:.1f}' if len(values) == 1 else fs.fmt(values)
+
+
 def table(runs: Dict[str, List[dict]], ref: str = REF) -> str:
     """Markdown: per encoding, parameters, seeds, top-1 mean ± std per size, the mean
     off the training size and its paired difference against ``ref``."""
@@ -533,9 +538,9 @@ def table(runs: Dict[str, List[dict]], ref: str = REF) -> str:
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     for v, recs in runs.items():
         row = [ENCODINGS[v][2], f'{recs[0]["params"]:,}', str(len(recs))]
-        row += [fs.fmt([r['acc'][k] for r in recs]) for k in keys]
-        row.append(fs.fmt([off_train(r) for r in recs]))
-        row.append('—' if v == ref or ref not in runs else fs.fmt(paired_off(runs, v, ref)))
+        row += [fmt([r['acc'][k] for r in recs]) for k in keys]
+        row.append(fmt([off_train(r) for r in recs]))
+        row.append('—' if v == ref or ref not in runs else fmt(paired_off(runs, v, ref)))
         lines.append('| ' + ' | '.join(row) + ' |')
     return '\n'.join(lines)
 
