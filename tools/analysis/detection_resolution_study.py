@@ -361,7 +361,8 @@ def code_state() -> dict:
         return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git('rev-parse', 'HEAD')
-    changes = git('status', '--porcelain', '--', 'mmposenc', 'configs', 'tools/analysis')
+    changes = git('status', '--porcelain', '--', 'mmposenc', 'configs', 'tools/analysis',
+                  'tools/dataset_converters')
     return dict(commit=commit, uncommitted_changes=None if changes is None else bool(changes))
 
 
@@ -372,6 +373,7 @@ def run_path(out_dir: str, variant: str, seed: int) -> str:
 def run_one(args) -> dict:
     """Train ``args.worker`` with ``args.seed`` and evaluate it at every scale; write and
     return the run record."""
+    code = code_state()  # now, as the modules are imported: a checkout may change later
     import torch
     from mmengine.runner import Runner
     check_device(args.device)
@@ -406,7 +408,7 @@ def run_one(args) -> dict:
         load_start=start_load,
         load_end=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None,
         finished=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
-        code=code_state(), cfg_options=args.cfg_options or [])
+        code=code, cfg_options=args.cfg_options or [])
     path = run_path(args.out_dir, args.worker, args.seed)
     os.makedirs(osp.dirname(path), exist_ok=True)
     with open(path + '.tmp', 'w') as f:
@@ -768,8 +770,10 @@ def evaluate_checkpoint(args) -> List[dict]:
                 'val_dataloader', 'val_cfg', 'val_evaluator'):
         cfg[key] = None
     runner = Runner.from_cfg(cfg)
+    runner.call_hook('before_run')  # as Runner.test: the hooks' log paths
     runner.load_or_resume()
     rows = evaluate_scales(runner, cfg, parse_scales(args.scales))
+    runner.call_hook('after_run')
     lines = ['| test scale | mAP | mAP_50 | mAP_75 |', '|---|---:|---:|---:|']
     for r in rows:
         m = r['metrics']
