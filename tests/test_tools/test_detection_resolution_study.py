@@ -185,6 +185,21 @@ def test_quick_study_end_to_end_and_resume(tmp_path):
     again = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert again.returncode == 0 and '0 run(s) to do' in again.stdout
     assert (tmp_path / 'out' / 'detection_resolution.png').is_file()
+    # the run's checkpoint through --config mode: the same numbers as the study's own evaluation
+    data = 'data/shapes_coco_demo_quick/'
+    ann = data + 'annotations/instances_val.json'
+    ckpt = tmp_path / 'out' / 'work' / 'detr-rope-mixed__seed0' / 'iter_4.pth'
+    out = subprocess.run(
+        [sys.executable, SCRIPT, '--config', osp.join(REPO_ROOT, study.DETR_SHAPES),
+         '--checkpoint', str(ckpt), '--scales', '1x0.75', '1', '--out', 'ckpt.json',
+         '--cfg-options', 'model.encoder_pos=rope_mixed',
+         f'test_dataloader.dataset.data_root={data}', f'test_evaluator.ann_file={ann}'],
+        capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = json.loads((tmp_path / 'ckpt.json').read_text())['scales']
+    assert [r['scale'] for r in rows] == ['1x0.75', '1']
+    study_ap = {r['scale']: r['metrics']['coco/bbox_mAP'] for r in rec['scales']}
+    assert {r['scale']: r['metrics']['coco/bbox_mAP'] for r in rows} == study_ap
 
 
 @pytest.mark.slow  # a second quick training run (the first: the end-to-end test)
