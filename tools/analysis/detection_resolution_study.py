@@ -373,6 +373,11 @@ def run_path(out_dir: str, variant: str, seed: int) -> str:
 def run_one(args) -> dict:
     """Train ``args.worker`` with ``args.seed`` and evaluate it at every scale; write and
     return the run record."""
+    path = run_path(args.out_dir, args.worker, args.seed)
+    if osp.isfile(path):  # made meanwhile by another process sharing the out-dir
+        print(f'{path} exists: not run again')
+        with open(path) as f:
+            return json.load(f)
     code = code_state()  # now, as the modules are imported: a checkout may change later
     import torch
     from mmengine.runner import Runner
@@ -409,7 +414,6 @@ def run_one(args) -> dict:
         load_end=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None,
         finished=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
         code=code, cfg_options=args.cfg_options or [])
-    path = run_path(args.out_dir, args.worker, args.seed)
     os.makedirs(osp.dirname(path), exist_ok=True)
     with open(path + '.tmp', 'w') as f:
         json.dump(record, f, indent=1)
