@@ -16,9 +16,14 @@ What each keeps of the host's position encodings by default:
   scales the position embedding of each layer by an MLP of the tokens; without a position
   embedding (``'peg'``, ``'none'``) that MLP is unused (kept so that stock checkpoints load).
 - DINO (multi-level, :class:`DeformableEncoderPosMixin`): the deformable decoder takes no memory
-  positions; its query positions (sine of the anchor boxes) and denoising queries are unchanged,
+  positions; its query positions (sine of the anchor boxes) and denoising queries are DINO's,
   as are the two-stage proposals (computed from the exact masks). The learnt level embedding
-  stays on the encoder tokens without sine (``level_embed=True``).
+  stays on the encoder tokens without sine (``level_embed=True``). Two changes make DINO's
+  predictions batch-exact (:mod:`mmposenc.models.detectors.exact_queries`): the query
+  selection ranks the image's own tokens only (:class:`ExactTwoStageMixin`: padded tokens
+  scored lowest), and the decoder encodes its query positions from the anchor boxes relative
+  to the image (:class:`ExactQueryPosDinoDecoder`; ``exact_queries=False`` turns both off), where mmdet
+  encodes them scaled to the padded batch (``reference_points * valid_ratios``).
 
 GroundingDINO is not here: its text branch needs a BERT checkpoint that cannot be downloaded in
 our test environment, so it could not be tested.
@@ -29,6 +34,7 @@ from mmdet.models.detectors.dino import DINO
 
 from mmposenc.registry import MODELS
 from .encoder_pos import DeformableEncoderPosMixin, DetrEncoderPosMixin
+from .exact_queries import ExactQueryPosDinoDecoder, ExactTwoStageMixin
 
 
 @MODELS.register_module()
@@ -85,7 +91,7 @@ class PEGDABDETR(DetrEncoderPosMixin, DABDETR):
 
 
 @MODELS.register_module()
-class PEGDINO(DeformableEncoderPosMixin, DINO):
+class PEGDINO(ExactTwoStageMixin, DeformableEncoderPosMixin, DINO):
     """DINO with a configurable encoder position encoding.
 
     `DINO: DETR with Improved DeNoising Anchor Boxes for End-to-End Object Detection
@@ -101,9 +107,23 @@ class PEGDINO(DeformableEncoderPosMixin, DINO):
         peg_cfg (dict, optional): Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG',
             kernel_size=3, share_weights=False)``.
         cape_cfg (dict): Defaults to ``dict(type='mmposenc.CAPE2d')``.
+        exact_queries (bool): Batch-exact queries
+            (:mod:`~mmposenc.models.detectors.exact_queries`): the query selection over each
+            image's own tokens (:class:`ExactTwoStageMixin`) and the decoder's query positions
+            from the anchor boxes relative to each image (:class:`ExactQueryPosDinoDecoder`),
+            so that an image's predictions do not depend on the padding of its batch. False is
+            mmdet's DINO (selection over the padded batch, boxes scaled to it). Same state dict
+            either way; alone both compute the same. Defaults to True.
         *args, **kwargs: Those of :class:`mmdet.models.DINO` (``dn_cfg``, ...).
 
     Examples:
         >>> # in a config inheriting mmdet::dino/dino-4scale_r50_8xb2-12e_coco.py
         >>> model = dict(type='mmposenc.PEGDINO', encoder_pos='peg')
     """
+
+    def _init_layers(self) -> None:
+        """The host's layers; with ``exact_queries`` the decoder made
+        :class:`ExactQueryPosDinoDecoder` in place (same modules and weights)."""
+        super()._init_layers()
+        if self.exact_queries:
+            self.decoder.__class__ = ExactQueryPosDinoDecoder
