@@ -27,9 +27,9 @@ IMAGES = ('000000000009.jpg', '000000000404.jpg')  # 480 x 640 and 640 x 426
 def load_cfg(path, exact_backbone=True, tiny=False):
     """The config at ``path``, its backbone in padding-exact mode or not (``exact_backbone``;
     mmdet's ResNet becomes :class:`~mmposenc.models.detectors.PaddingExactResNet`, whose
-    ``padding_exact=False`` is mmdet's ResNet); ``tiny`` shrinks the widths (a quarter-wide ResNet-18,
-    PVTPEG of one block per stage and widths 32-256, one encoder and one decoder layer, FFNs of
-    64) keeping everything else."""
+    ``padding_exact=False`` is mmdet's ResNet); ``tiny`` shrinks the widths (a quarter-wide
+    ResNet-18, PVTPEG of one block per stage and widths 32-256, one encoder and one decoder
+    layer, FFNs of 64) keeping everything else."""
     from mmengine.config import Config
 
     import mmposenc  # noqa: F401  (mmdet:: bases)

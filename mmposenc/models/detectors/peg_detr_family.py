@@ -22,8 +22,8 @@ What each keeps of the host's position encodings by default:
   predictions batch-exact (:mod:`mmposenc.models.detectors.exact_queries`): the query
   selection ranks the image's own tokens only (:class:`ExactTwoStageMixin`: padded tokens
   scored lowest), and the decoder encodes its query positions from the anchor boxes relative
-  to the image (:class:`ExactQueryPosDinoDecoder`; ``exact_queries=False`` turns both off), where mmdet
-  encodes them scaled to the padded batch (``reference_points * valid_ratios``).
+  to the image (:class:`ExactQueryPosDinoDecoder`), where mmdet encodes them scaled to the
+  padded batch (``reference_points * valid_ratios``); ``exact_queries=False`` turns both off.
 
 GroundingDINO is not here: its text branch needs a BERT checkpoint that cannot be downloaded in
 our test environment, so it could not be tested.
