@@ -75,6 +75,20 @@ def _isolate_default_scope():
     DefaultScope._instance_dict.update(saved)
 
 
+@pytest.fixture(scope='module', autouse=True)
+def _isolate_default_scope_per_module():
+    """The same around each module: a module-scoped fixture that calls
+    ``init_default_scope`` is set up before the per-test isolation above, so without this its
+    scope stayed current for every later module (under pytest-xdist, whose workers run the
+    modules in another order than a plain run, the classifiers of test_backbones / test_tools
+    then resolved in 'mmdet')."""
+    from mmengine.registry import DefaultScope
+    saved = DefaultScope._instance_dict.copy()
+    yield
+    DefaultScope._instance_dict.clear()
+    DefaultScope._instance_dict.update(saved)
+
+
 @pytest.fixture(scope='session', autouse=True)
 def _memoized_package_lookups():
     """Memoize what mmengine re-reads from the installed packages for every ``pkg::`` base.
