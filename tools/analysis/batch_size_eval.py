@@ -447,8 +447,10 @@ def table(rows: List[dict]) -> str:
             word = 'yes' if r['identical'] else 'no'
             if r['bitwise_images'] == r['images']:
                 word = 'yes, bitwise'
-            cells.append(f'{word} ({r["max_score_diff"]:.1e} / '
-                         f'{r.get("max_matched_box_diff", r["max_box_diff"]):.1e} px)')
+            box = r.get('max_matched_box_diff', r['max_box_diff'])
+            if box == float('inf'):  # no detection of the same label and score: rank-wise
+                box = r['max_box_diff']
+            cells.append(f'{word} ({r["max_score_diff"]:.1e} / {box:.1e} px)')
         def secs(r):
             return f'{r["seconds"]:.1f} / {r["cpu_seconds"]:.1f}'
         cells += [secs(runs[(b, False)]) for b in sizes]
