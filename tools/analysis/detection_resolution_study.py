@@ -692,6 +692,7 @@ def plot(summary: dict, out_file: str, band: str = 'minmax', title: str = '') ->
         ax.axvline(1.0, color='gray', ls='--', lw=1)
         ax.set_xlabel('test scale (training scale 1)')
         ax.set_ylabel('box AP')
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1.0))  # a model near 0 AP is drawn near 0
         ax.set_title(fam, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
