@@ -646,12 +646,12 @@ def to_markdown(summary: dict) -> str:
             cells.append('n/a' if math.isnan(d['diff_mean']) else
                          f"{d['diff_mean']:+.1f} ± {d['diff_std']:.1f}")
         lines.append(f"| {s['family']} | {s['label']} | " + ' | '.join(cells) + ' |')
-    lines += ['', '| detector | encoder PE | params | iterations x batch | train wall s '
-              '(mean) | device | code |', '|---|---|---:|---:|---:|---|---|']
+    lines += ['', '| detector | encoder PE | params | iterations x batch | train CPU s '
+              '(mean; process time) | device | code |', '|---|---|---:|---:|---:|---|---|']
     for v, s in summary['variants'].items():
-        wall = sum(s['train_wall']) / len(s['train_wall'])
+        cpu = sum(s['train_cpu']) / len(s['train_cpu'])
         lines.append(f"| {s['family']} | {s['label']} | {s['params'] / 1e6:.2f} M | "
-                     f"{s['iters']} x {s['batch_size']} | {wall:.0f} | "
+                     f"{s['iters']} x {s['batch_size']} | {cpu:.0f} | "
                      f"{', '.join(s['device'])} | {', '.join(c[:7] for c in s['commits'])} |")
     return '\n'.join(lines) + '\n'
 
@@ -709,7 +709,8 @@ def plot(summary: dict, out_file: str, band: str = 'minmax', title: str = '') ->
                 sd = np.array([s['scales'][c]['std'] for c in ns])
                 lo, hi = m - sd, m + sd
             pos = np.arange(len(ns)) + (k - (len(names) - 1) / 2) * width
-            ax.errorbar(pos, m, yerr=[m - lo, hi - m], fmt='o', ms=4, capsize=2,
+            yerr = [np.maximum(m - lo, 0), np.maximum(hi - m, 0)]  # >= 0 under rounding
+            ax.errorbar(pos, m, yerr=yerr, fmt='o', ms=4, capsize=2,
                         label=f"{'DD' if s['family'] == 'Deformable-DETR' else s['family']} "
                         f"{s['label']}")
         ax.set_xticks(np.arange(len(ns)))
