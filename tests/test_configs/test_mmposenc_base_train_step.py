@@ -145,12 +145,12 @@ def _shapes_root(tmp_path):
 
 #: family: (user config writer, data, expected model class, expected backbone class)
 FAMILIES = {
-    'detr-family-dino': (_dino, 'coco128', 'PEGDINO', 'ResNet'),
+    'detr-family-dino': (_dino, 'coco128', 'PEGDINO', 'PaddingExactResNet'),
     'mask2former-mmdet': (_mask2former_det, 'coco128', 'Mask2Former', 'ResNet'),
     'mask2former-mmseg': (_mask2former_seg, 'ade20k', 'EncoderDecoder', 'ResNet'),
     'dense-retinanet-pvtpeg': (_retinanet_pvt_peg, 'coco128', 'RetinaNet', 'PVTPEG'),
     'classifier-cpvt-b-lamb': (_cpvt_b_lamb, 'coco128', 'ImageClassifier', 'CPVT'),
-    'demo-shapes': (_demo_shapes, 'shapes', 'PEGDeformableDETR', 'ResNet'),
+    'demo-shapes': (_demo_shapes, 'shapes', 'PEGDeformableDETR', 'PaddingExactResNet'),
 }
 
 

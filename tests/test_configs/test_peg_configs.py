@@ -42,7 +42,8 @@ def test_config_builds_runs_and_custom_keys_match(path):
     for key in paramwise.get('custom_keys', {}):
         assert any(key in n for n in names), f'custom key {key!r} matches no parameter'
 
-    pegs = [n for n in names if '.pegs.' in n]
+    # the backbone's PEGs (a PEG detector's encoder PEGs keep the detector recipe's decay)
+    pegs = [n for n in names if n.startswith('backbone.') and '.pegs.' in n]
     if ('PEG' in cfg.model.backbone.type or 'CPVT' in cfg.model.backbone.type) and \
             cfg.model.backbone.get('with_peg', True):
         assert pegs, 'a PEG backbone without PEG parameters'
