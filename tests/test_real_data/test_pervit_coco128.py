@@ -30,11 +30,14 @@ from conftest import REPO_ROOT
 
 SCALE = (667, 400)  # (w, h) as in mmdet's Resize
 PEAK_BOUND = 4 * 2**30
-# run a tool and report its peak resident set (KiB on Linux) on the last line
-WRAPPER = ('import json, resource, runpy, sys; sys.argv = sys.argv[1:]; '
+# run a tool and report its peak resident set (KiB) on the last line: VmHWM, the high-water
+# mark of the tool's own memory map. Not getrusage's ru_maxrss: Linux carries a process's
+# maximum across fork and exec, so a tool started by a large process (a pytest-xdist worker
+# that built other models first) reports its parent's peak (7.1 GiB seen here for 2.8).
+WRAPPER = ('import json, runpy, sys; sys.argv = sys.argv[1:]; '
            "runpy.run_path(sys.argv[0], run_name='__main__'); "
-           "print(json.dumps(dict(maxrss_kib=resource.getrusage(resource.RUSAGE_SELF)"
-           '.ru_maxrss)))')
+           "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+           'print(json.dumps(dict(maxrss_kib=int(hwm.split()[1]))))')
 
 
 def _run(args):
