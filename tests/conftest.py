@@ -5,6 +5,7 @@ Real data lives outside the repository in ``../shared/data`` (override with
 CI (``CI=true``) a missing folder fails them instead, so a broken CI checkout cannot pass by
 skipping.
 """
+import contextlib
 import os
 import os.path as osp
 
@@ -60,6 +61,18 @@ def pytest_configure(config):
         'deselect with -m "not slow"')
 
 
+@contextlib.contextmanager
+def _default_scope_restored():
+    """mmengine's default scopes (a process-wide registry of instances) as they were on entry."""
+    from mmengine.registry import DefaultScope
+    saved = DefaultScope._instance_dict.copy()
+    try:
+        yield
+    finally:
+        DefaultScope._instance_dict.clear()
+        DefaultScope._instance_dict.update(saved)
+
+
 @pytest.fixture(autouse=True)
 def _isolate_default_scope():
     """Each test starts with the default scope it would have alone.
@@ -68,11 +81,8 @@ def _isolate_default_scope():
     registry of instances, and unscoped types resolve in the *current* one: without this, a
     test that set 'mmdet' changes how the next test's 'ImageClassifier' resolves.
     """
-    from mmengine.registry import DefaultScope
-    saved = DefaultScope._instance_dict.copy()
-    yield
-    DefaultScope._instance_dict.clear()
-    DefaultScope._instance_dict.update(saved)
+    with _default_scope_restored():
+        yield
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -82,11 +92,8 @@ def _isolate_default_scope_per_module():
     scope stayed current for every later module (under pytest-xdist, whose workers run the
     modules in another order than a plain run, the classifiers of test_backbones / test_tools
     then resolved in 'mmdet')."""
-    from mmengine.registry import DefaultScope
-    saved = DefaultScope._instance_dict.copy()
-    yield
-    DefaultScope._instance_dict.clear()
-    DefaultScope._instance_dict.update(saved)
+    with _default_scope_restored():
+        yield
 
 
 @pytest.fixture(scope='session', autouse=True)
