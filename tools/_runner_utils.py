@@ -90,3 +90,20 @@ def build_runner(cfg, first_log_line=None):
             return logger
 
     return FirstLineRunner.from_cfg(cfg)
+
+
+def stretch_schedule(cfg, iters):
+    """Set an iteration-based config to ``iters`` iterations with its schedule stretched: the
+    LinearLR warm-up kept (at most a tenth of the run), every other scheduler ending at
+    ``iters`` and its milestones at the same fractions of the run as in the config.
+    Used by tools/demo.py and tools/analysis/detection_resolution_study.py."""
+    config_iters = cfg.train_cfg.max_iters
+    cfg.train_cfg.max_iters = iters
+    for sched in cfg.param_scheduler:
+        if sched.type == 'LinearLR':
+            sched.end = max(1, min(sched.end, iters // 10))
+        else:
+            sched.end = iters
+            if 'milestones' in sched:
+                sched.milestones = [max(1, round(m * iters / config_iters))
+                                    for m in sched.milestones]

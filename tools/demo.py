@@ -40,6 +40,8 @@ import time
 REPO = osp.dirname(osp.dirname(osp.realpath(__file__)))
 # this checkout's mmposenc, not another installed copy (also in a clone never installed)
 sys.path.insert(0, REPO)
+sys.path.append(osp.join(REPO, 'tools'))  # _runner_utils (appended: shadows nothing)
+from _runner_utils import stretch_schedule  # noqa: E402
 CONFIG_DIR = osp.join(REPO, 'configs', 'peg_deformable_detr')
 # the rows of CPVT Table 4: "w/o PE", the stock sine PE, "w/o PE + PEG"
 ENCODINGS = ('none', 'sine', 'peg')
@@ -179,17 +181,9 @@ def build_cfg(pe, args, data_root):
     interval = args.val_interval or (3 if args.quick else cfg.train_cfg.val_interval)
     if args.iters and not args.val_interval:  # keep the config's number of evaluations
         interval = max(1, round(iters * cfg.train_cfg.val_interval / config_iters))
-    cfg.train_cfg.max_iters = iters
     cfg.train_cfg.val_interval = interval
     # the config's schedule (warm-up, then steps at fixed fractions), stretched to ``iters``
-    for sched in cfg.param_scheduler:
-        if sched.type == 'LinearLR':
-            sched.end = max(1, min(sched.end, iters // 10))
-        else:
-            sched.end = iters
-            if 'milestones' in sched:
-                sched.milestones = [max(1, round(m * iters / config_iters))
-                                    for m in sched.milestones]
+    stretch_schedule(cfg, iters)
     cfg.default_hooks.checkpoint.interval = iters
     cfg.default_hooks.logger.interval = max(1, min(50, iters // 4))
     if args.batch_size or args.quick:

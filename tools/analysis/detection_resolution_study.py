@@ -50,6 +50,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
 sys.path.insert(0, REPO)  # this checkout's mmposenc
+sys.path.append(osp.join(REPO, 'tools'))  # _runner_utils (appended: shadows nothing)
+from _runner_utils import stretch_schedule  # noqa: E402
 
 Scale = Tuple[float, float]  # (width factor, height factor)
 
@@ -296,17 +298,8 @@ def study_cfg(variant: str, seed: int, data_root: str, work_dir: str, iters: Opt
         ns = argparse.Namespace()
         DictAction(option_strings=[], dest='o')(None, ns, list(cfg_options))
         cfg.merge_from_dict(ns.o)
-    config_iters = cfg.train_cfg.max_iters
-    iters = iters or config_iters
-    cfg.train_cfg.max_iters = iters
-    for sched in cfg.param_scheduler:
-        if sched.type == 'LinearLR':
-            sched.end = max(1, min(sched.end, iters // 10))
-        else:
-            sched.end = iters
-            if 'milestones' in sched:
-                sched.milestones = [max(1, round(m * iters / config_iters))
-                                    for m in sched.milestones]
+    iters = iters or cfg.train_cfg.max_iters
+    stretch_schedule(cfg, iters)
     if batch_size:
         cfg.train_dataloader.batch_size = batch_size
     cfg.default_hooks.checkpoint = dict(type='CheckpointHook', by_epoch=False, interval=iters,
