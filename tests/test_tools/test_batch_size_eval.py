@@ -45,10 +45,40 @@ def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path):
     ours = {(r['batch_size'], r['sorted']): r for r in rows['ours']['runs']}
     for key in ((2, False), (2, True)):
         assert ours[key]['identical'] and ours[key]['labels_equal'], ours[key]
+        assert ours[key]['same_images'] == 6
         assert f'{ours[key]["mAP"]:.4f}' == f'{ours[(1, False)]["mAP"]:.4f}'
     stock = {(r['batch_size'], r['sorted']): r for r in rows['stock mmdet']['runs']}
     assert not stock[(2, False)]['identical'], stock[(2, False)]
     assert stock[(2, False)]['max_score_diff'] > 1e-4
+    assert stock[(2, False)]['same_images'] < 6
     table = (tmp_path / 'table.md').read_text().splitlines()
     assert len(table) == 4 and table[2].startswith('| ours |')
     assert (tmp_path / 'figure.png').stat().st_size > 10_000
+
+
+def _preds(scores, boxes, labels):
+    import torch
+    return dict(scores=torch.tensor(scores), bboxes=torch.tensor(boxes),
+                labels=torch.tensor(labels))
+
+
+def test_compare_counts_the_images_that_stay_the_same():
+    """Per image: equal, within the bar (scores 1e-4, boxes 0.01 px), a moved box, a moved
+    score; same_images counts the first two, identical is False, the table says how many."""
+    sys.path.insert(0, osp.dirname(TOOL))
+    from batch_size_eval import compare, table
+    box = [[1., 2., 30., 40.], [5., 5., 9., 9.]]
+    ref = {i: _preds([0.9, 0.5], box, [3, 7]) for i in range(4)}
+    other = {0: _preds([0.9, 0.5], box, [3, 7]),
+             1: _preds([0.9 + 5e-5, 0.5], [[1., 2., 30.005, 40.], box[1]], [3, 7]),
+             2: _preds([0.9, 0.5], [[1., 2., 31., 40.], box[1]], [3, 7]),
+             3: _preds([0.9, 0.52], box, [3, 7])}
+    result = compare(ref, other)
+    assert (result['same_images'], result['bitwise_images'], result['images']) == (2, 1, 4)
+    assert not result['identical']
+    assert abs(result['max_score_diff'] - 0.02) < 1e-6
+    assert compare(ref, {0: other[0], 1: other[1], 2: other[1], 3: other[0]})['identical']
+    run = dict(batch_size=2, sorted=False, mAP=0.1, seconds=1., cpu_seconds=1., **result)
+    ref_run = dict(run, batch_size=1, same_images=4, bitwise_images=4, identical=True)
+    row = table([dict(model='m', runs=[ref_run, run])]).splitlines()[2]
+    assert '| no, 2/4 (2.0e-02 /' in row

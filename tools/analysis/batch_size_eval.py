@@ -10,8 +10,9 @@ tool reports, per model:
   scores rank by rank (each image's detections in the model's order) and of its boxes
   (pixels, in the original image) with the detections matched by label and score (detections
   whose scores tie within rounding may swap ranks; rank by rank too, in the JSON), labels
-  compared too; ``identical`` = every image within scores 1e-4 / boxes 0.01 px (issue 20's
-  bar), ``bitwise`` = images whose three tensors are equal bit for bit;
+  compared too; ``same_images`` = how many images are within scores 1e-4 / boxes 0.01 px
+  (issue 20's bar) with equal labels, ``identical`` = all of them, ``bitwise`` = images whose
+  three tensors are equal bit for bit;
 - the wall time of the test loop (from its first to its last iteration: data loading,
   ``test_step`` and the evaluator's per-batch processing; not the final COCO evaluation) at
   each batch size (and the process's CPU time over the same span: on a CPU shared with other
@@ -302,26 +303,30 @@ def matched_box_diff(a: dict, b: dict) -> float:
 def compare(ref: Dict[int, dict], other: Dict[int, dict]) -> dict:
     """Per image: largest score and box differences rank by rank, the box difference with
     detections matched (:func:`matched_box_diff`, both ways), labels, bitwise images.
-    ``identical``: the scores rank by rank within ``SCORE_TOL`` and the matched boxes within
-    ``BOX_TOL``."""
+    ``same_images``: the images whose labels are equal, scores rank by rank within
+    ``SCORE_TOL`` and matched boxes within ``BOX_TOL``; ``identical``: all of them are."""
     import torch
     ds = db = dm = 0.
-    labels_equal, bitwise = True, 0
+    labels_equal, bitwise, same = True, 0, 0
     for img_id, a in ref.items():
         b = other[img_id]
         if a['scores'].shape != b['scores'].shape:
             ds = db = dm = float('inf')
             labels_equal = False
             continue
+        s = bx = m = 0.
         if a['scores'].numel():
-            ds = max(ds, (a['scores'] - b['scores']).abs().max().item())
-            db = max(db, (a['bboxes'] - b['bboxes']).abs().max().item())
-            dm = max(dm, matched_box_diff(a, b), matched_box_diff(b, a))
-        labels_equal &= bool(torch.equal(a['labels'].sort()[0], b['labels'].sort()[0]))
+            s = (a['scores'] - b['scores']).abs().max().item()
+            bx = (a['bboxes'] - b['bboxes']).abs().max().item()
+            m = max(matched_box_diff(a, b), matched_box_diff(b, a))
+        ds, db, dm = max(ds, s), max(db, bx), max(dm, m)
+        labels = bool(torch.equal(a['labels'].sort()[0], b['labels'].sort()[0]))
+        labels_equal &= labels
+        same += labels and s <= SCORE_TOL and m <= BOX_TOL
         bitwise += all(torch.equal(a[k], b[k]) for k in ('scores', 'bboxes', 'labels'))
     return dict(max_score_diff=ds, max_box_diff=db, max_matched_box_diff=dm,
-                labels_equal=labels_equal, bitwise_images=bitwise, images=len(ref),
-                identical=labels_equal and ds <= SCORE_TOL and dm <= BOX_TOL)
+                labels_equal=labels_equal, bitwise_images=bitwise, same_images=same,
+                images=len(ref), identical=labels_equal and ds <= SCORE_TOL and dm <= BOX_TOL)
 
 
 def random_checkpoint(cfg, work_dir: str, seed: int, cache: dict, device: str) -> str:
@@ -427,14 +432,16 @@ def evaluate_model(label, config, checkpoint, args, cache) -> dict:
         print(f'{label}: batch {batch_size}{" sorted" if sort else ""}: mAP {mAP:.4f}, '
               f'{seconds:.1f} s ({cpu:.1f} s CPU), max score diff {run["max_score_diff"]:.2e}, box '
               f'{run["max_box_diff"]:.2e} px (matched {run["max_matched_box_diff"]:.2e}), '
-              f'identical {run["identical"]}', flush=True)
+              f'identical {run["identical"]} ({run["same_images"]}/{run["images"]} images the '
+              'same)', flush=True)
     return row
 
 
 def table(rows: List[dict]) -> str:
     sizes = sorted({r['batch_size'] for row in rows for r in row['runs']})
     head = ['model'] + [f'mAP b{b}' for b in sizes] + [
-        f'same as b1 at b{b} (max score / matched box diff)' for b in sizes if b > 1] + [
+        f'same as b1 at b{b}: images (max score / matched box diff)' for b in sizes
+        if b > 1] + [
         f'b{b} wall / CPU (s)' for b in sizes]
     if any(r['sorted'] for row in rows for r in row['runs']):
         head += [f'b{b} sorted, wall / CPU (s)' for b in sizes if b > 1]
@@ -450,7 +457,9 @@ def table(rows: List[dict]) -> str:
             box = r.get('max_matched_box_diff', r['max_box_diff'])
             if box == float('inf'):  # no detection of the same label and score: rank-wise
                 box = r['max_box_diff']
-            cells.append(f'{word} ({r["max_score_diff"]:.1e} / {box:.1e} px)')
+            count = f'{r["same_images"]}/{r["images"]}' if 'same_images' in r else ''
+            cells.append(f'{word}, {count} ({r["max_score_diff"]:.1e} / {box:.1e} px)'
+                         if count else f'{word} ({r["max_score_diff"]:.1e} / {box:.1e} px)')
         def secs(r):
             return f'{r["seconds"]:.1f} / {r["cpu_seconds"]:.1f}'
         cells += [secs(runs[(b, False)]) for b in sizes]
