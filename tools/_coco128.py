@@ -108,9 +108,13 @@ def make_norms_trained_like(model, batch_inputs, seed: int = 0) -> None:
 def set_padding_exact(model, on: bool) -> int:
     """Set ``padding_exact`` of every part that has the switch
     (:func:`~mmposenc.models.utils.padding_exact.padding_exact_parts`; each reads it at every
-    call); the model must have been built with them on. Returns how many were set."""
+    call), and Mask R-CNN's edge-replicated RoI reads (``PaddingExactMaskRCNN.edge_pad_rois``,
+    off: mmdet's RoI reads); the model must have been built with them on. Returns how many
+    parts were set."""
     from mmposenc.models.utils.padding_exact import padding_exact_parts
     parts = padding_exact_parts(model)
     for _, m in parts:
         m.padding_exact = on
+    if hasattr(model, 'edge_pad_rois'):
+        model.edge_pad_rois = on
     return len(parts)

@@ -42,6 +42,16 @@ which is the host's model bit for bit) and on (``exact``), interleaved, on the s
   the config's test pipeline, ``--batch-size`` consecutive COCO128 images per batch (portrait
   and landscape images mixed: the padded batches that the mode is for).
 
+mmseg configs (``default_scope='mmseg'``) are pointed at the ADE20K sample instead
+(``--data-root``, default ``../shared/data/ade20k_sample/sampleData``: ``images/`` and
+``annotations/``), their ``EncoderDecoder`` built as ``mmposenc.PaddingExactEncoderDecoder``
+with ``mmposenc.BatchPaddingSegDataPreprocessor`` (mmseg's refuses test batches of images of
+different sizes: stock and exact then see the same padded batches; ``test_cfg``
+``size_divisor=32`` where the config has none), mmseg's ``ResNet`` as
+``mmposenc.PaddingExactResNet`` (``norm_eval=False``: mmseg's default), a ``SimplePyramid`` in
+the neck list with its ``padding_exact``; mmdet's ``Mask2Former`` as
+``mmposenc.PaddingExactMask2Former``. Configs that already name these keep them.
+
 The image sizes are bound around each call by this tool too
 (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`): for the detectors that
 bind them themselves (mmposenc's, ``ExactPaddingMixin``) the same binding is made twice; for a
@@ -53,11 +63,14 @@ Usage::
     OMP_NUM_THREADS=1 python tools/benchmark/padding_exact_cost.py --threads 1
     python tools/benchmark/padding_exact_cost.py --threads 1 --configs \
         configs/peg_detr/detr-peg_r50_16xb2-50e_coco.py --repeats 3 --out cost.md
+    OMP_NUM_THREADS=1 python tools/benchmark/padding_exact_cost.py --threads 1 --clock cpu \
+        --configs configs/pvt_peg/fpn_pvt-peg-s_8xb4-40k_ade20k-512x512.py --repeats 3
     python tools/benchmark/padding_exact_cost.py --configs ... --device cuda --repeats 10
     python tools/benchmark/padding_exact_cost.py --models pvt-s --repeats 10 --out cost.md
     python tools/benchmark/padding_exact_cost.py --quick   # seconds: small input, 2 repetitions
 """
 import argparse
+import os
 import os.path as osp
 import statistics
 import sys
@@ -71,6 +84,10 @@ from bench_common import machine  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
 sys.path.insert(0, REPO)  # this checkout's mmposenc
+#: Where --configs finds the ADE20K sample for mmseg configs unless told otherwise.
+DEFAULT_ADE20K = osp.join(
+    os.environ.get('MMPOSENC_SHARED_DATA', osp.join(osp.dirname(REPO), 'shared', 'data')),
+    'ade20k_sample', 'sampleData')
 
 MODELS = ('r50', 'pvt-s', 'pvt-t', 'swin-t', 'pervit-t', 'cpvt-s+pyramid')
 LABELS = {'r50': 'ResNet-50 (PaddingExactResNet)', 'pvt-s': 'PVTPEG-S', 'pvt-t': 'PVTPEG-T',
@@ -119,7 +136,9 @@ def parse_args(argv=None):
                         help='time these shipped detection / segmentation configs (train step '
                         'and predict) instead of the bare backbones')
     parser.add_argument('--data-root', default=None,
-                        help='COCO-layout tree for --configs (default: ../shared/data/coco128)')
+                        help='COCO-layout tree for --configs (default: ../shared/data/coco128); '
+                        'for mmseg configs an ADE20K-layout tree with images/ and annotations/ '
+                        '(default: ../shared/data/ade20k_sample/sampleData)')
     from mmengine.config import DictAction
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
                         metavar='KEY=VALUE',
@@ -259,17 +278,111 @@ def table(all_results, args) -> str:
     return '\n'.join(lines)
 
 
+#: mmdet's dense detectors and the exact classes they are timed with
+#: (mmposenc/models/detectors/padding_exact_dense.py): ``(detector, {head key: exact head})``.
+EXACT_DENSE = {
+    'RetinaNet': ('mmposenc.PaddingExactRetinaNet',
+                  {'bbox_head': 'mmposenc.PaddingExactRetinaHead'}),
+    'MaskRCNN': ('mmposenc.PaddingExactMaskRCNN', {'rpn_head': 'mmposenc.PaddingExactRPNHead'}),
+}
+
+
+def _host_type(type_: str) -> str:
+    return type_.split('.', 1)[1] if type_.startswith('mmdet.') else type_
+
+
+#: mmseg's segmentor and mmdet's Mask2Former and the classes that bind the image sizes for
+#: them (mmposenc/models/detectors/padding_exact_hosts.py).
+EXACT_SEG = {'EncoderDecoder': 'mmposenc.PaddingExactEncoderDecoder',
+             'mmseg.EncoderDecoder': 'mmposenc.PaddingExactEncoderDecoder',
+             'Mask2Former': 'mmposenc.PaddingExactMask2Former',
+             'mmdet.Mask2Former': 'mmposenc.PaddingExactMask2Former'}
+
+
+def is_seg(cfg) -> bool:
+    """An mmseg config (its data: the ADE20K layout)."""
+    return cfg.get('default_scope', None) == 'mmseg'
+
+
+def seg_exact_options(cfg) -> dict:
+    """The part of :func:`exact_options` for mmseg's segmentors and mmdet's Mask2Former: the
+    model class of :data:`EXACT_SEG`, mmseg's data preprocessor as
+    ``mmposenc.BatchPaddingSegDataPreprocessor``, mmseg's ResNet keeping its
+    ``norm_eval=False``, a ``SimplePyramid`` in a neck list with ``padding_exact=True``."""
+    options = {}
+    model = cfg.model
+    if model['type'] in EXACT_SEG:
+        options['model.type'] = EXACT_SEG[model['type']]
+    if (model.get('data_preprocessor') or {}).get('type') in ('SegDataPreProcessor',
+                                                             'mmseg.SegDataPreProcessor'):
+        options['model.data_preprocessor.type'] = 'mmposenc.BatchPaddingSegDataPreprocessor'
+        if not model.data_preprocessor.get('test_cfg', None):  # it pads test batches by this
+            options['model.data_preprocessor.test_cfg'] = dict(size_divisor=32)
+    if is_seg(cfg) and model.backbone['type'] in ('ResNet', 'mmseg.ResNet') \
+            and 'norm_eval' not in model.backbone:
+        options['model.backbone.norm_eval'] = False  # mmseg's ResNet default
+    necks = model.get('neck', None)
+    for i, neck in enumerate(necks if isinstance(necks, (list, tuple)) else []):
+        if neck['type'] in ('mmposenc.SimplePyramid', 'SimplePyramid'):
+            options[f'model.neck.{i}.padding_exact'] = True
+    return options
+
+
+def ade_options(cfg, data_root: str) -> dict:
+    """``--cfg-options`` pointing an mmseg config's train / val / test datasets at an
+    ADE20K-layout tree (``images/``, ``annotations/``: the ADE20K sample).
+
+    Raises:
+        FileNotFoundError: ``data_root`` lacks ``images/`` (one line, with the path).
+    """
+    if not osp.isdir(osp.join(data_root, 'images')):
+        raise FileNotFoundError(f'{data_root}/images not found: pass --data-root, an ADE20K '
+                                'tree with images/ and annotations/ (e.g. '
+                                '../shared/data/ade20k_sample/sampleData)')
+    options = {}
+    for name in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        if not cfg.get(name, None):
+            continue
+        key, ds = f'{name}.dataset', cfg[name]['dataset']
+        while 'dataset' in ds:  # wrappers
+            key, ds = f'{key}.dataset', ds['dataset']
+        options[f'{key}.data_root'] = data_root
+        options[f'{key}.data_prefix'] = dict(img_path='images', seg_map_path='annotations')
+    return options
+
+
 def exact_options(cfg) -> dict:
-    """``--cfg-options`` giving the config's backbone its padding-exact mode (built on; the
+    """``--cfg-options`` giving the config's model its padding-exact mode (built on; the
     timing switches it off and on): mmdet's ResNet becomes ``mmposenc.PaddingExactResNet``
-    (same parameters and state dict), other backbones get ``padding_exact=True``."""
+    (same parameters and state dict), other backbones get ``padding_exact=True``; an mmdet
+    ``RetinaNet`` / ``MaskRCNN`` (a config that does not ship the exact classes) becomes
+    ``mmposenc.PaddingExactRetinaNet`` / ``PaddingExactMaskRCNN`` with ``mmposenc.MaskedFPN``
+    (in a list ``neck=[...]``: the FPN, and a ``SimplePyramid`` before it with
+    ``padding_exact=True``) and the exact dense head (same state dicts)."""
     backbone = cfg.model.get('backbone', None)
     if backbone is None:
         raise ValueError('the config has no model.backbone')
     if backbone['type'] in ('ResNet', 'mmdet.ResNet', 'mmposenc.PaddingExactResNet'):
-        return {'model.backbone.type': 'mmposenc.PaddingExactResNet',
-                'model.backbone.padding_exact': True}
-    return {'model.backbone.padding_exact': True}
+        options = {'model.backbone.type': 'mmposenc.PaddingExactResNet',
+                   'model.backbone.padding_exact': True}
+    else:
+        options = {'model.backbone.padding_exact': True}
+    options.update(seg_exact_options(cfg))
+    dense = EXACT_DENSE.get(_host_type(cfg.model['type']))
+    if dense is None:
+        return options
+    options['model.type'], heads = dense
+    for key, head in heads.items():
+        options[f'model.{key}.type'] = head
+    necks = cfg.model.get('neck', None)
+    necks = [dict(n) for n in (necks if isinstance(necks, (list, tuple)) else [necks])]
+    for neck in necks:
+        if _host_type(neck['type']) == 'FPN':
+            neck['type'] = 'mmposenc.MaskedFPN'
+        elif neck['type'] == 'mmposenc.SimplePyramid':
+            neck['padding_exact'] = True
+    options['model.neck'] = necks if isinstance(cfg.model['neck'], (list, tuple)) else necks[0]
+    return options
 
 
 def first_batches(runner, loader_cfg, n: int, batch_size: int, mixed: bool) -> list:
@@ -298,14 +411,21 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
     from _runner_utils import load_config
     from mmposenc.models.utils.padding_exact import backbone_image_shapes
 
-    options = exact_options(load_config(config))
+    cfg = load_config(config)
+    options = exact_options(cfg)
+    if options.get('model.type', '').startswith('mmposenc.PaddingExact'):
+        import mmposenc.models.detectors  # noqa: F401  (the exact classes; needs mmdet)
+    data_root = None if args.keep_data else args.data_root or DEFAULT_COCO128
+    if is_seg(cfg):  # pointed at the ADE20K sample by the options
+        if not args.keep_data:
+            options.update(ade_options(cfg, args.data_root or DEFAULT_ADE20K))
+        data_root = None
     options.update(args.cfg_options)
     with tempfile.TemporaryDirectory() as tmp:
-        runner = load_runner(config, tmp,
-                             None if args.keep_data else args.data_root or DEFAULT_COCO128,
-                             cfg_options=options, device=args.device)
+        runner = load_runner(config, tmp, data_root, cfg_options=options, device=args.device)
     model = runner.model
-    binds = hasattr(model, 'feature_padding_masks')  # ExactPaddingMixin binds itself
+    # ExactPaddingMixin and PaddingExactEncoderDecoder bind the image sizes themselves
+    binds = hasattr(model, 'feature_padding_masks') or hasattr(model, '_image_shapes')
     clock = timer(args.device, args.clock)
     results = {}
     for stage in args.stages:
@@ -315,7 +435,8 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
         batches = first_batches(runner, loader_cfg, args.batches, args.batch_size,
                                 mixed=not train)
         padded = sum(
-            any(tuple(s.img_shape[:2]) != tuple(s.batch_input_shape) for s in d['data_samples'])
+            any(tuple(s.img_shape[:2]) != tuple(d['inputs'].shape[-2:])
+                for s in d['data_samples'])
             for d in (model.data_preprocessor(b, train) for b in batches))
         optim_wrapper = runner.build_optim_wrapper(runner.cfg.optim_wrapper) if train else None
 
