@@ -29,7 +29,7 @@ def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path):
                      min_size=96, max_size=128, seed=0)
     proc = subprocess.run(
         [sys.executable, TOOL, '--random-weights', '--keep-data', '--num-images', '6',
-         '--batch-sizes', '1', '2', '--sort-by-aspect', '--work-dir', 'work',
+         '--batch-sizes', '1', '2', '--sort-by-aspect', 'ours', '--work-dir', 'work',
          '--model', 'ours', 'on:' + CONFIG, '--model', 'stock mmdet', 'stock:' + CONFIG,
          '--out', 'rows.json', '--table', 'table.md', '--plot', 'figure.png'],
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
@@ -38,9 +38,10 @@ def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path):
     rows = {r['model']: r for r in json.loads((tmp_path / 'rows.json').read_text())}
     # both models on the same random weights (the same state-dict keys)
     assert rows['ours']['checkpoint'] == rows['stock mmdet']['checkpoint']
-    for name, row in rows.items():
+    for name, row in rows.items():  # sorted by aspect ratio: ours only
         runs = {(r['batch_size'], r['sorted']): r for r in row['runs']}
-        assert set(runs) == {(1, False), (2, False), (2, True)}
+        sorted_runs = {(2, True)} if name == 'ours' else set()
+        assert set(runs) == {(1, False), (2, False)} | sorted_runs
         assert all(r['images'] == 6 for r in row['runs'])
     ours = {(r['batch_size'], r['sorted']): r for r in rows['ours']['runs']}
     for key in ((2, False), (2, True)):
@@ -53,6 +54,7 @@ def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path):
     assert stock[(2, False)]['same_images'] < 6
     table = (tmp_path / 'table.md').read_text().splitlines()
     assert len(table) == 4 and table[2].startswith('| ours |')
+    assert table[3].endswith(' |  |')  # no sorted run for stock
     assert (tmp_path / 'figure.png').stat().st_size > 10_000
 
 
@@ -82,3 +84,12 @@ def test_compare_counts_the_images_that_stay_the_same():
     ref_run = dict(run, batch_size=1, same_images=4, bitwise_images=4, identical=True)
     row = table([dict(model='m', runs=[ref_run, run])]).splitlines()[2]
     assert '| no, 2/4 (2.0e-02 /' in row
+
+
+def test_sort_by_aspect_refuses_an_unknown_label(tmp_path):
+    sys.path.insert(0, osp.dirname(TOOL))
+    from batch_size_eval import main
+    with pytest.raises(ValueError, match="--sort-by-aspect 'stock': no model has this label"):
+        main(['--model', 'ours', CONFIG, '--sort-by-aspect', 'stock',
+              '--work-dir', str(tmp_path / 'work')])
+    assert not (tmp_path / 'work').exists()

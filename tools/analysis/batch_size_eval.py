@@ -18,7 +18,8 @@ tool reports, per model:
   each batch size (and the process's CPU time over the same span: on a CPU shared with other
   jobs, a one-thread run's CPU time is the steadier measure), and, with
   ``--sort-by-aspect``, the same with the images ordered by aspect ratio (portrait ones
-  together, then landscape, so that a batch holds images of similar shape and less padding).
+  together, then landscape, so that a batch holds images of similar shape and less padding;
+  ``--sort-by-aspect LABEL ...``: for these models only).
 
 Models (``--model LABEL CONFIG [CHECKPOINT]``, repeatable): a config path (or ``mmposenc::``
 / ``mmdet::`` name); ``off:CONFIG`` / ``on:CONFIG`` is the config with the model's one
@@ -95,9 +96,9 @@ def parse_args(argv=None):
     parser.add_argument('--num-images', type=int, default=None,
                         help='the first N images of the test set (default: all)')
     parser.add_argument('--batch-sizes', type=int, nargs='+', default=[1, 2, 8])
-    parser.add_argument('--sort-by-aspect', action='store_true',
+    parser.add_argument('--sort-by-aspect', nargs='*', metavar='LABEL', default=None,
                         help='also run the batch sizes > 1 with the images in aspect-ratio '
-                        'order')
+                        'order: every model, or only the models with these labels')
     parser.add_argument('--random-weights', action='store_true',
                         help='models without a checkpoint get seeded random weights with '
                         'trained-like norms')
@@ -411,7 +412,8 @@ def evaluate_model(label, config, checkpoint, args, cache) -> dict:
         checkpoint = random_checkpoint(cfg, osp.abspath(args.work_dir), args.seed, cache,
                                        args.device)
     runs = [(b, False) for b in args.batch_sizes]
-    if args.sort_by_aspect:
+    if args.sort_by_aspect is not None and (not args.sort_by_aspect
+                                            or label in args.sort_by_aspect):
         runs += [(b, True) for b in args.batch_sizes if b > 1]
     row = dict(model=label, config=config, checkpoint=checkpoint, device=args.device, runs=[])
     ref = None
@@ -512,11 +514,15 @@ def plot(rows: List[dict], path: str) -> None:
 
 def main(argv=None) -> List[dict]:
     args = parse_args(argv)
-    import torch
-    import mmposenc  # noqa: F401
     specs = [tuple(s) + (None, ) * (3 - len(s)) for s in args.model]
     if args.demo_work_dir:
         specs += demo_models(args.demo_work_dir)
+    unknown = set(args.sort_by_aspect or ()) - {label for label, _, _ in specs}
+    if unknown:
+        raise ValueError(f'--sort-by-aspect {sorted(unknown)[0]!r}: no model has this label '
+                         f'(labels: {", ".join(label for label, _, _ in specs)})')
+    import torch
+    import mmposenc  # noqa: F401
     os.makedirs(args.work_dir, exist_ok=True)
     torch.manual_seed(args.seed)
     cache: dict = {}
