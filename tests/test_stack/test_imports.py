@@ -1,8 +1,7 @@
-"""The pinned OpenMMLab stack imports, with compiled mmcv ops, and mmposenc plugs into it."""
+"""The pinned OpenMMLab stack imports, with compiled mmcv ops, and mmposenc plugs into it
+(that `import mmposenc.models` imports no host: test_registry.py, in its fresh interpreter)."""
 import importlib
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -74,12 +73,3 @@ def test_torchvision_ops_match_torch():
                0.5)
     assert keep.tolist() == [0]
 
-
-def test_models_package_does_not_import_hosts():
-    """`import mmposenc.models` must stay light: detectors come in through custom_imports."""
-    code = ('import sys, mmposenc.models; '
-            'bad = sorted(m for m in ("mmdet", "mmseg") if m in sys.modules); '
-            'print(",".join(bad)); sys.exit(1 if bad else 0)')
-    res = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
-                         cwd=REPO_ROOT)
-    assert res.returncode == 0, f'mmposenc.models imported {res.stdout} {res.stderr[-2000:]}'

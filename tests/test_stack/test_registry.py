@@ -1,4 +1,6 @@
-"""`type='mmposenc.X'` resolves from configs whose default scope is any of the hosts."""
+"""`type='mmposenc.X'` resolves from configs whose default scope is any of the hosts, and
+`import mmposenc.models` imports none of them."""
+import json
 import subprocess
 import sys
 
@@ -8,6 +10,74 @@ from mmengine.registry import DefaultScope
 from conftest import REPO_ROOT
 
 HOSTS = ['mmdet', 'mmseg', 'mmpretrain']
+
+# One fresh interpreter imports the stack below mmposenc (torch, mmcv, mmengine: nothing of
+# mmposenc or of the hosts), then forks one child per check: each child starts from that state,
+# with nothing of mmposenc imported and no host imported or set as default scope, as a fresh
+# interpreter would (the checks need that state, not a new torch import each).
+FRESH = '''
+import json, os, sys, traceback
+import torch, mmcv.cnn, mmengine.registry
+OURS = ('mmposenc', 'mmdet', 'mmseg', 'mmpretrain')
+early = sorted(m for m in sys.modules if m.split('.')[0] in OURS)
+assert not early, f'the stack imported {early}'
+
+
+def models_package():
+    import mmposenc.models
+    return sorted(m for m in ('mmdet', 'mmseg') if m in sys.modules)
+
+
+def host_scope(host):
+    from mmengine.registry import init_default_scope
+    init_default_scope(host)
+    MODELS = __import__(host + '.registry', fromlist=['MODELS']).MODELS
+    assert 'mmposenc' not in sys.modules
+    peg = MODELS.build(dict(type='mmposenc.PEG', in_channels=8))
+    assert type(peg).__module__.startswith('mmposenc.'), type(peg)
+    assert MODELS.get('mmposenc.PEG') is type(peg)
+    return 'ok'
+
+
+def in_child(check, *args):
+    """check(*args) in a forked child: its return value, or the traceback it raised."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            out = dict(result=check(*args))
+        except BaseException:
+            out = dict(error=traceback.format_exc())
+        with os.fdopen(write, 'w') as f:
+            f.write(json.dumps(out))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        out = json.loads(f.read())
+    os.waitpid(pid, 0)
+    return out
+
+
+results = dict(models=in_child(models_package))
+results.update({host: in_child(host_scope, host) for host in sys.argv[1:]})
+print('RESULTS ' + json.dumps(results))
+'''
+
+
+@pytest.fixture(scope='module')
+def fresh():
+    """What each check saw in its child of one fresh interpreter (see ``FRESH``)."""
+    res = subprocess.run([sys.executable, '-W', 'ignore', '-c', FRESH, *HOSTS],
+                         capture_output=True, text=True, cwd=REPO_ROOT)
+    assert res.returncode == 0 and 'RESULTS ' in res.stdout, res.stderr[-3000:]
+    return json.loads(res.stdout.split('RESULTS ')[-1])
+
+
+def test_models_package_does_not_import_hosts(fresh):
+    """`import mmposenc.models` must stay light: detectors come in through custom_imports."""
+    assert 'error' not in fresh['models'], fresh['models']['error']
+    assert fresh['models']['result'] == [], f'mmposenc.models imported {fresh["models"]}'
 
 
 def test_registries_are_children_of_mmengine():
@@ -24,23 +94,11 @@ def test_registries_are_children_of_mmengine():
 
 
 @pytest.mark.parametrize('host', HOSTS)
-def test_scoped_model_type_resolves_under_host_scope(host):
-    """In a fresh interpreter (nothing of mmposenc imported yet), the host's registry finds
-    `mmposenc.PEG` and builds it; host types still resolve as before."""
-    code = f'''
-import sys
-from mmengine.registry import init_default_scope
-init_default_scope({host!r})
-from {host}.registry import MODELS
-assert 'mmposenc' not in sys.modules
-peg = MODELS.build(dict(type='mmposenc.PEG', in_channels=8))
-assert type(peg).__module__.startswith('mmposenc.'), type(peg)
-assert MODELS.get('mmposenc.PEG') is type(peg)
-print('ok')
-'''
-    res = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
-                         cwd=REPO_ROOT)
-    assert res.returncode == 0 and res.stdout.strip().endswith('ok'), res.stderr[-3000:]
+def test_scoped_model_type_resolves_under_host_scope(fresh, host):
+    """With nothing of mmposenc imported yet (a child of a fresh interpreter, see ``FRESH``),
+    the host's registry finds `mmposenc.PEG` and builds it; host types still resolve as
+    before."""
+    assert fresh[host] == dict(result='ok'), fresh[host].get('error')
 
 
 @pytest.mark.parametrize('host', HOSTS)
