@@ -8,8 +8,9 @@
   overwrite the tracked ``docs/benchmarks.md``) and read the user's relative paths against
   that directory.
 - ``tools/demo.py --quick`` on a COCO tree uses a few images of it, not the whole tree.
-- ``tools/train.py --resume``: nothing to resume is said in the first line of the log;
-  a checkpoint that does not exist is refused before anything is built.
+- ``tools/train.py --resume``: a checkpoint that does not exist is refused before anything
+  is built (nothing to resume is said in the first line of the log: test_train_test_tools.py,
+  on that module's training).
 
 The clone is the repository as it is on disk (the committed tree plus uncommitted changes), so
 that the code under test is the code of this checkout.
@@ -27,6 +28,7 @@ import textwrap
 import pytest
 
 from conftest import REPO_ROOT
+from forked_runs import run_tools
 
 TOOLS_DIR = osp.join(REPO_ROOT, 'tools')
 SMOKE = 'smoke/detr_r18_1xb2-8it_coco128.py'
@@ -179,13 +181,35 @@ def marker_config(clone):
     return name
 
 
-def test_clone_train_tool_resolves_mmposenc_bases_from_the_clone(clone, marker_config, tmp_path):
+@pytest.fixture(scope='module')
+def clone_cli_runs(clone, marker_config, tmp_path_factory):
+    """The clone's tools as a user runs them, each a fresh process forked from one interpreter
+    that imported torch and mmengine, never mmposenc (tests/forked_runs.py), from folders of
+    the user's:
+
+    - ``resume``: tools/train.py on a user config with an ``mmposenc::`` base of the clone and
+      ``--resume missing.pth``;
+    - ``table``: tools/benchmark/run_all.py --quick --only cape, without --out (in a folder
+      that must stay empty);
+    - ``out``: the same with ``--out bench/table.md``.
+    Also ``tracked``: the clone's docs/benchmarks.md before the runs, ``folders``: the runs'.
+    """
+    folders = {name: tmp_path_factory.mktemp(name) for name in ('resume', 'table', 'out')}
+    cfg = _user_config(folders['resume'], f'mmposenc::{marker_config}')
+    tracked = osp.join(clone, 'docs', 'benchmarks.md')
+    before = open(tracked).read()
+    bench = [osp.join(clone, 'tools', 'benchmark', 'run_all.py'), '--quick', '--only', 'cape']
+    runs = dict(resume=[osp.join(clone, 'tools', 'train.py'), cfg, '--resume', 'missing.pth'],
+                table=bench, out=bench + ['--out', 'bench/table.md'])
+    done = run_tools([dict(argv=argv, cwd=str(folders[name])) for name, argv in runs.items()])
+    return dict(zip(runs, done), tracked=(tracked, before), folders=folders)
+
+
+def test_clone_train_tool_resolves_mmposenc_bases_from_the_clone(clone_cli_runs):
     """The clone's tools/train.py parses a user config with an ``mmposenc::`` base of the clone
     (no .mim: before, ``FileNotFoundError: .../mmposenc/.mim/model-index.yml``) and gets as far
     as the first check of its arguments (a --resume checkpoint that does not exist)."""
-    cfg = _user_config(tmp_path, f'mmposenc::{marker_config}')
-    res = _python([osp.join(clone, 'tools', 'train.py'), cfg, '--resume', 'missing.pth'],
-                  cwd=str(tmp_path))
+    res = clone_cli_runs['resume']
     assert res.returncode != 0 and 'Traceback' not in res.stderr, res.stderr[-3000:]
     assert res.stderr.strip().splitlines()[-1] == (
         'MissingCheckpointError: --resume missing.pth: no such checkpoint (to resume from the '
@@ -231,12 +255,12 @@ def test_clone_trains_a_user_config_from_the_users_folder(clone, marker_config, 
     """A clone that was never installed trains a user config with an ``mmposenc::`` base of
     the clone, importing the clone's mmposenc, into the user's relative --work-dir."""
     cfg = _user_config(tmp_path, f'mmposenc::{marker_config}',
-                       'train_cfg = dict(max_iters=2, val_interval=2)\n'
-                       'default_hooks = dict(checkpoint=dict(interval=2))\n')
+                       'train_cfg = dict(max_iters=1, val_interval=1)\n'
+                       'default_hooks = dict(checkpoint=dict(interval=1))\n')
     res = _python([osp.join(clone, 'tools', 'train.py'), cfg, '--work-dir', 'work',
                    '--no-validate'] + _coco128_options(coco128_root), cwd=str(tmp_path))
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
-    assert osp.isfile(tmp_path / 'work' / 'iter_2.pth')
+    assert osp.isfile(tmp_path / 'work' / 'iter_1.pth')
     dumped = (tmp_path / 'work' / 'my_config.py').read_text()
     assert f"mmposenc_file = '{osp.join(clone, 'mmposenc', '__init__.py')}'" in dumped
 
@@ -287,21 +311,18 @@ def test_tool_keeps_to_the_users_paths(tool):
     assert not faults, f'tools/{tool}: {faults}'
 
 
-def test_benchmark_table_is_printed_not_written_without_out(clone, tmp_path):
+def test_benchmark_table_is_printed_not_written_without_out(clone_cli_runs):
     """``run_all.py`` without ``--out`` leaves the tracked docs/benchmarks.md (here the
     clone's) and the working directory as they were; ``--out`` is relative to the latter."""
-    tracked = osp.join(clone, 'docs', 'benchmarks.md')
-    before = open(tracked).read()
-    tool = osp.join(clone, 'tools', 'benchmark', 'run_all.py')
-    res = _python([tool, '--quick', '--only', 'cape'], cwd=str(tmp_path))
+    tracked, before = clone_cli_runs['tracked']
+    folders = clone_cli_runs['folders']
+    res = clone_cli_runs['table']
     assert res.returncode == 0, res.stderr[-3000:]
     assert '| benchmark | ours (ms) |' in res.stdout
-    assert open(tracked).read() == before
-    assert os.listdir(tmp_path) == []
-    res = _python([tool, '--quick', '--only', 'cape', '--out', 'bench/table.md'],
-                  cwd=str(tmp_path))
+    assert os.listdir(folders['table']) == []
+    res = clone_cli_runs['out']
     assert res.returncode == 0, res.stderr[-3000:]
-    assert '| benchmark | ours (ms) |' in (tmp_path / 'bench' / 'table.md').read_text()
+    assert '| benchmark | ours (ms) |' in (folders['out'] / 'bench' / 'table.md').read_text()
     assert open(tracked).read() == before
 
 
@@ -418,30 +439,6 @@ def test_resume_decides_before_the_runner(tmp_path):
     cfg = Config(dict(work_dir=str(work)))
     assert tool.apply_resume(cfg, str(work / 'iter_4.pth')) is None
     assert cfg.resume is True and cfg.load_from == str(work / 'iter_4.pth')
-
-
-@pytest.mark.slow
-def test_resume_with_nothing_to_resume_says_so_first(coco128_root, tmp_path):
-    """The shipped smoke config with --resume into an empty work dir: the log's first line
-    says there is nothing to resume (not mmengine's 'Auto resumed from the latest checkpoint
-    None' after the config); the second run resumes from the first one's checkpoint."""
-    work = tmp_path / 'work'
-    base = [osp.join(TOOLS_DIR, 'train.py'), osp.join(REPO_ROOT, 'configs', SMOKE),
-            '--work-dir', 'work', '--resume', '--no-validate']
-    opts = _coco128_options(coco128_root) + ['train_cfg.max_iters=1',
-                                             'default_hooks.checkpoint.interval=1']
-    res = _python(base + opts, cwd=str(tmp_path))
-    assert res.returncode == 0, res.stderr[-4000:]
-    log, = glob.glob(str(work / '*' / '*.log'))
-    first = open(log).readline()
-    assert first.rstrip().endswith('--resume: nothing to resume in work (no '
-                                   'last_checkpoint), training from scratch'), first
-    assert 'Auto resumed' not in open(log).read()
-    res = _python(base + opts[:-2] + ['train_cfg.max_iters=2'], cwd=str(tmp_path))
-    assert res.returncode == 0, res.stderr[-4000:]
-    log = max(glob.glob(str(work / '*' / '*.log')))
-    text = open(log).read()
-    assert 'nothing to resume' not in text and 'resumed epoch: 0, iter: 1' in text
 
 
 # ------------------------------------------- every tool that takes a config: mmposenc:: bases
