@@ -456,46 +456,12 @@ CONFIG_TOOLS = [
 ]
 
 
-#: Runs each tool of CONFIG_TOOLS as ``python <tool> <args>`` would, each in a process of its
-#: own that has not imported mmposenc: one interpreter, started with the startup hook off,
-#: imports what every tool imports first (torch, mmengine), then forks one child per tool;
-#: the child sets ``sys.path[0]`` and ``sys.argv`` as the interpreter does, runs the tool as
-#: ``__main__`` with its stdout / stderr in files, and exits with the tool's exit status.
-FORKED = r"""
-import json, os, runpy, sys, traceback
-import torch, mmengine.config, mmengine.runner  # noqa: F401  what the children share
-assert 'mmposenc' not in sys.modules and os.environ.get('MMPOSENC_NO_STARTUP_HOOK')
-out_dir, runs, base_path, results = sys.argv[1], json.loads(sys.argv[2]), sys.path[1:], {}
-for i, argv in enumerate(runs):
-    out, err = (os.path.join(out_dir, f'{i}.{s}') for s in ('out', 'err'))
-    pid = os.fork()
-    if pid == 0:
-        for fd, path in ((1, out), (2, err)):
-            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-        sys.path[:] = [os.path.dirname(argv[0])] + base_path
-        sys.argv = list(argv)
-        code = 0
-        try:
-            runpy.run_path(argv[0], run_name='__main__')
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (exc.code is not None)
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    results[argv[0]] = [os.waitstatus_to_exitcode(status), open(out).read(), open(err).read()]
-print(json.dumps(results))
-"""
-
-
 @pytest.fixture(scope='module')
 def config_tools_parsed(tmp_path_factory):
     """Each tool of CONFIG_TOOLS on a user config with an ``mmposenc::`` base of the shipped
-    config it applies to, with the startup hook off; the config stops the tool once it has
-    been parsed. {tool: (exit status, stdout, stderr)}."""
+    config it applies to, with the startup hook off, each a fresh process forked from one
+    interpreter that imported torch and mmengine, not mmposenc (tests/forked_runs.py); the
+    config stops the tool once it has been parsed. {tool: (exit status, stdout, stderr)}."""
     import torch
     folder = tmp_path_factory.mktemp('config_tools')
     torch.save({'state_dict': {}}, folder / 'ckpt.pth')
@@ -510,10 +476,9 @@ def config_tools_parsed(tmp_path_factory):
             ['--config', config] if tool == 'analysis/pervit_detection_memory.py' else [config])
             + args)
     env = dict(os.environ, MMPOSENC_NO_STARTUP_HOOK='1')
-    res = _python(['-c', FORKED, str(folder), json.dumps(runs)], cwd=str(folder), env=env)
-    assert res.returncode == 0, res.stderr[-3000:]
-    found = json.loads(res.stdout.splitlines()[-1])
-    return {tool: found[osp.join(TOOLS_DIR, tool)] for tool, _, _ in CONFIG_TOOLS}
+    done = run_tools([dict(argv=argv, cwd=str(folder)) for argv in runs], env=env)
+    return {tool: (res.returncode, res.stdout, res.stderr)
+            for (tool, _, _), res in zip(CONFIG_TOOLS, done)}
 
 
 @pytest.mark.parametrize('tool', [t[0] for t in CONFIG_TOOLS])
