@@ -232,67 +232,9 @@ def test_resolution_tta_averages_the_logits_of_the_views(coco128_root, collate):
         tta.test_step(plain)
 
 
-@pytest.mark.slow
-def test_test_tool_tta_end_to_end(coco128_root, tmp_path):
-    """`tools/test.py CONFIG CKPT --tta` as a user runs it: the checkpoint of the plain
-    classifier loads into the TTA wrapper, the test pipeline becomes tta_pipeline, and the
-    dumped scores are those of ResolutionTTAClassifier on views of the source images."""
-    import pickle
-    import subprocess
-    import sys
-    from mmengine.dataset import pseudo_collate
-    from mmengine.registry import init_default_scope
-    from mmpretrain.registry import MODELS
-    from conftest import REPO_ROOT
-    images = sorted(glob.glob(osp.join(coco128_root, 'train2017', '*.jpg')))[:4]
-    for i, img in enumerate(images):  # two classes, two real images each
-        d = tmp_path / 'data' / 'ab'[i % 2]
-        d.mkdir(parents=True, exist_ok=True)
-        (d / osp.basename(img)).symlink_to(img)
-    model = dict(
-        type='ImageClassifier',
-        backbone=dict(type='mmposenc.PEViT', arch=dict(embed_dims=32, num_layers=1, num_heads=2,
-                                                       feedforward_channels=64),
-                      img_size=96, patch_size=16, pos_encoding=dict(type='mmposenc.CAPE2d')),
-        head=dict(type='LinearClsHead', num_classes=2, in_channels=32),
-        data_preprocessor=dict(num_classes=2, mean=[123.675, 116.28, 103.53],
-                               std=[58.395, 57.12, 57.375], to_rgb=True))
-    sizes = (64, 96, 128)
-    tta_pipeline = resolution_tta_pipeline(sizes)
-    cfg = tmp_path / 'cfg.py'
-    cfg.write_text(f"""
-default_scope = 'mmpretrain'
-custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
-model = {model!r}
-test_dataloader = dict(
-    batch_size=2, num_workers=0, sampler=dict(type='DefaultSampler', shuffle=False),
-    dataset=dict(type='CustomDataset', data_root={str(tmp_path / 'data')!r},
-                 pipeline=[dict(type='LoadImageFromFile'),
-                           dict(type='ResizeEdge', scale=109, edge='short'),
-                           dict(type='CenterCrop', crop_size=96), dict(type='PackInputs')]))
-test_evaluator = dict(type='Accuracy', topk=(1, ))
-test_cfg = dict()
-tta_model = dict(type='mmposenc.ResolutionTTAClassifier')
-tta_pipeline = {tta_pipeline!r}
-""")
-    init_default_scope('mmpretrain')
-    torch.manual_seed(0)
-    clf = MODELS.build(model).eval()
-    ckpt = tmp_path / 'clf.pth'
-    torch.save(dict(state_dict=clf.state_dict(), meta=dict()), ckpt)
-    out = tmp_path / 'out.pkl'
-    res = subprocess.run([sys.executable, 'tools/test.py', str(cfg), str(ckpt), '--tta',
-                          '--work-dir', str(tmp_path / 'work'), '--out', str(out)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    dumped = pickle.load(open(out, 'rb'))
-    order = sorted(images, key=lambda p: ('ab'[images.index(p) % 2], osp.basename(p)))
-    items = [_tta_views(tta_pipeline, p) for p in order]
-    with torch.no_grad():
-        ref = ResolutionTTAClassifier(clf).test_step(pseudo_collate(items))
-    assert len(dumped) == 4
-    for d, r in zip(dumped, ref):
-        torch.testing.assert_close(d['pred_score'], r.pred_score, atol=1e-5, rtol=1e-5)
+# tools/test.py --tta end to end, on the shipped CAPE / UniViT configs (whose tta_model is this
+# ResolutionTTAClassifier): tests/test_tools/test_tools_on_shipped_configs.py
+# ::test_test_tool_tta_on_a_shipped_config
 
 
 def test_test_tool_tta_needs_tta_model_and_pipeline():

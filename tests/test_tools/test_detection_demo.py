@@ -125,10 +125,15 @@ def test_demo_iters_stretch_the_configured_schedule(tmp_path):
 
 @pytest.mark.slow
 def test_demo_quick_runs_the_three_models_and_writes_table_and_figure(tmp_path):
+    """``tools/demo.py --quick --work-dir runs`` from the user's folder: shapes_coco generated
+    in the user's data/, the three models trained and evaluated, the table, and the outputs
+    (one folder per model, demo.png) in the relative --work-dir there."""
     res = subprocess.run(
-        [sys.executable, 'tools/demo.py', '--quick', '--work-dir', str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=900)
+        [sys.executable, osp.join(REPO, 'tools', 'demo.py'), '--quick', '--work-dir', 'runs'],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+    assert osp.isfile(tmp_path / 'data' / 'shapes_coco_demo_quick' / 'annotations' /
+                      'instances_val.json')
     table = res.stdout[res.stdout.index('| encoder PE'):]
     rows = [line for line in table.splitlines() if line.startswith('| ')][1:]
     assert [r.split('|')[1].strip() for r in rows] == ['none', 'sine', 'peg']
@@ -136,9 +141,9 @@ def test_demo_quick_runs_the_three_models_and_writes_table_and_figure(tmp_path):
         mAP = float(row.split('|')[3])
         assert 0.0 <= mAP <= 1.0
     for pe in ('none', 'sine', 'peg'):
-        result = json.load(open(tmp_path / pe / 'result.json'))
+        result = json.load(open(tmp_path / 'runs' / pe / 'result.json'))
         assert [p['iter'] for p in result['curve']] == [3, 6]  # val every 3 of 6 iterations
         assert result['metrics'] == result['curve'][-1]['metrics']
         assert len(result['samples']) == (4 if pe == 'peg' else 0)
-    with open(tmp_path / 'demo.png', 'rb') as f:
+    with open(tmp_path / 'runs' / 'demo.png', 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'

@@ -7,7 +7,8 @@
   user asked (``tools/benchmark/run_all.py`` without ``--out`` prints its table, it does not
   overwrite the tracked ``docs/benchmarks.md``) and read the user's relative paths against
   that directory.
-- ``tools/demo.py --quick`` on a COCO tree uses a few images of it, not the whole tree.
+- ``tools/demo.py --quick`` on a COCO tree uses a few images of it, not the whole tree
+  (its run from the user's folder: test_detection_demo.py).
 - ``tools/train.py --resume``: a checkpoint that does not exist is refused before anything
   is built (nothing to resume is said in the first line of the log: test_train_test_tools.py,
   on that module's training).
@@ -385,19 +386,37 @@ def test_demo_quick_on_a_coco_tree_takes_a_few_annotated_images(coco128_root, tm
     assert cfg.val_dataloader.dataset.ann_file == val and cfg.val_evaluator.ann_file == val
 
 
-@pytest.mark.slow
-def test_demo_quick_on_coco128_from_the_users_folder(coco128_root, tmp_path):
-    """``tools/demo.py --quick --only peg --data-root coco`` run from the user's folder
-    (``coco``: a relative path there): trains and evaluates on 16 / 8 images and writes its
-    outputs to the relative --work-dir there."""
+def test_demo_quick_on_coco128_from_the_users_folder(coco128_root, tmp_path, monkeypatch):
+    """``tools/demo.py --quick --only peg --data-root coco`` from the user's folder (``coco``:
+    a relative path there): the worker process it starts, given the arguments main() gives
+    it, trains and evaluates on 16 / 8 images of the tree (its Runner's datasets, built here
+    as the worker builds them). The run itself, from the user's folder into a relative
+    --work-dir (demo.png there): test_detection_demo.py, on shapes_coco."""
+    from mmengine.registry import DATASETS, init_default_scope
+    demo = _demo_module()
     os.symlink(coco128_root, tmp_path / 'coco')
-    res = _python([osp.join(TOOLS_DIR, 'demo.py'), '--quick', '--only', 'peg', '--data-root',
-                   'coco', '--val-ann', 'annotations/instances_train2017.json', '--val-img',
-                   'train2017/', '--work-dir', 'runs'], cwd=str(tmp_path))
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
-    result = json.load(open(tmp_path / 'runs' / 'peg' / 'result.json'))
-    assert (result['train_images'], result['val_images']) == (16, 8)
-    assert osp.isfile(tmp_path / 'runs' / 'demo.png')
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    def run_all(args, data_root, encodings):
+        seen.update(data_root=data_root, encodings=encodings, argv=demo.worker_argv(args))
+        raise KeyboardInterrupt  # the workers' arguments are all this test needs
+
+    monkeypatch.setattr(demo, 'run_all', run_all)
+    with pytest.raises(KeyboardInterrupt):
+        demo.main(['--quick', '--only', 'peg', '--data-root', 'coco', '--val-ann',
+                   'annotations/instances_train2017.json', '--val-img', 'train2017/',
+                   '--work-dir', 'runs'])
+    assert seen['encodings'] == ['peg'] and seen['data_root'] == str(tmp_path / 'coco')
+    # the worker's command line, as run_all starts it
+    args = demo.parse_args([*seen['argv'], '--worker', 'peg', '--data-dir', seen['data_root'],
+                            '--work-dir', str(tmp_path / 'runs')])
+    cfg = demo.build_cfg(args.worker, args, args.data_dir)
+    init_default_scope('mmdet')
+    train = DATASETS.build(cfg.train_dataloader.dataset)
+    val = DATASETS.build(cfg.val_dataloader.dataset)
+    assert (len(train), len(val)) == (16, 8)
+    assert osp.dirname(cfg.val_evaluator.ann_file) == str(tmp_path / 'runs' / 'quick_data')
 
 
 # ------------------------------------------------------------------------------ --resume
