@@ -12,13 +12,12 @@ import copy
 import glob
 import os.path as osp
 import pickle
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from conftest import REPO_ROOT
+from forked_runs import run_tools
 
 pytest.importorskip('mmpretrain')
 
@@ -125,29 +124,67 @@ def test_sweep_builds_the_classifier_with_the_configs_data_preprocessor(tmp_path
     torch.testing.assert_close(pre.std.flatten(), torch.tensor(cfg.data_preprocessor.std))
 
 
-@pytest.mark.slow  # real images, the tool in a fresh process (~15 s each)
-@pytest.mark.parametrize('name,how', [(CAPE, 'path'), (UNIVIT, 'mmposenc::')])
-def test_test_tool_tta_on_a_shipped_config(name, how, coco128_root, tmp_path):
+TTA_CASES = [(CAPE, 'path'), (UNIVIT, 'mmposenc::')]
+SWEEP_CASES = [(CPVT_TI, 'path'), (CAPE, 'mmposenc::')]
+
+
+@pytest.fixture(scope='module')
+def tool_runs(coco128_root, tmp_path_factory):
+    """The tools on the shipped configs, from the user's folders: ``tools/test.py --tta`` per
+    TTA_CASES and ``resolution_sweep.py`` per SWEEP_CASES, each a fresh process forked from
+    one interpreter that imported torch, mmengine and mmpretrain (tests/forked_runs.py).
+    {('tta' | 'sweep', name, how): dict(res=, cfg=, clf=, images=, folder=)}."""
+    cases, runs = {}, []
+    for kind, name, how in [('tta', *c) for c in TTA_CASES] + [('sweep', *c) for c in
+                                                                SWEEP_CASES]:
+        folder = tmp_path_factory.mktemp(kind)
+        config = _config_file(name, how, folder)
+        options = TINY[name]
+        cfg = _load(config, options)
+        clf = _runner_classifier(cfg)
+        ckpt = folder / 'clf.pth'
+        if kind == 'tta':
+            images = _coco_images(coco128_root, 4)
+            data_root = _imagenet_val(folder / 'imagenet', images, [0, 1, 2, 3])
+            torch.save({'state_dict': clf.state_dict(), 'meta': {}}, ckpt)
+            argv = [osp.join(TOOLS, 'test.py'), config, str(ckpt), '--tta', '--out',
+                    str(folder / 'preds.pkl'), '--work-dir', 'work', '--cfg-options', *options,
+                    f'test_dataloader.dataset.data_root={data_root}',
+                    'test_dataloader.batch_size=2', 'test_dataloader.num_workers=0',
+                    'test_dataloader.persistent_workers=False']
+        else:
+            images = _coco_images(coco128_root, 6)
+            test = _compose(cfg.test_dataloader.dataset.pipeline)
+            with torch.no_grad():
+                labels = [int(clf(clf.data_preprocessor(
+                    dict(inputs=[test(dict(img_path=i))['inputs']]), False)['inputs'],
+                    mode='tensor')[0].argmax()) for i in images]
+            data_root = _imagenet_val(folder / 'imagenet', images, labels)
+            torch.save({'state_dict': clf.state_dict()}, ckpt)
+            argv = [osp.join(TOOLS, 'analysis', 'resolution_sweep.py'), config, str(ckpt),
+                    '--resolutions', '224', '160', '--data-root', data_root, '--out',
+                    'sweep/plot.png', '--batch-size', '3'] + (
+                        ['--cfg-options', *options] if options else [])
+        cases[(kind, name, how)] = dict(cfg=cfg, clf=clf, images=images, folder=folder)
+        runs.append(dict(argv=argv, cwd=str(folder)))
+    done = run_tools(runs, preload=('torch', 'mmengine.config', 'mmengine.runner',
+                                    'mmpretrain.models', 'mmpretrain.datasets',
+                                    'mmpretrain.evaluation'))
+    for case, res in zip(cases.values(), done):
+        case['res'] = res
+    return cases
+
+
+@pytest.mark.slow  # real images, the tool in a fresh process
+@pytest.mark.parametrize('name,how', TTA_CASES)
+def test_test_tool_tta_on_a_shipped_config(name, how, tool_runs):
     """``tools/test.py CONFIG CKPT --tta`` run from the user's folder: the dumped scores are
     the softmax of the mean logits, over the config's tta_pipeline views of each image, of
     the classifier as a plain test builds it (its data preprocessor on every view)."""
-    config = _config_file(name, how, tmp_path)
-    options = TINY[name]
-    images = _coco_images(coco128_root, 4)
-    data_root = _imagenet_val(tmp_path / 'imagenet', images, [0, 1, 2, 3])
-    cfg = _load(config, options)
-    clf = _runner_classifier(cfg)
-    ckpt = tmp_path / 'clf.pth'
-    torch.save({'state_dict': clf.state_dict(), 'meta': {}}, ckpt)
-    out = tmp_path / 'preds.pkl'
-    res = subprocess.run(
-        [sys.executable, osp.join(TOOLS, 'test.py'), config, str(ckpt), '--tta', '--out',
-         str(out), '--work-dir', 'work', '--cfg-options', *options,
-         f'test_dataloader.dataset.data_root={data_root}', 'test_dataloader.batch_size=2',
-         'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False'],
-        cwd=str(tmp_path), capture_output=True, text=True, timeout=900)
+    case = tool_runs[('tta', name, how)]
+    res, cfg, clf, images = case['res'], case['cfg'], case['clf'], case['images']
     assert res.returncode == 0, res.stderr[-4000:]
-    dumped = pickle.load(open(out, 'rb'))
+    dumped = pickle.load(open(case['folder'] / 'preds.pkl', 'rb'))
     assert len(dumped) == len(images)
     views = _compose(cfg.tta_pipeline)
     with torch.no_grad():
@@ -160,31 +197,15 @@ def test_test_tool_tta_on_a_shipped_config(name, how, coco128_root, tmp_path):
                                        rtol=1e-4)
 
 
-@pytest.mark.slow  # real images, the tool in a fresh process (~15 s each)
-@pytest.mark.parametrize('name,how', [(CPVT_TI, 'path'), (CAPE, 'mmposenc::')])
-def test_resolution_sweep_on_a_shipped_config(name, how, coco128_root, tmp_path):
+@pytest.mark.slow  # real images, the tool in a fresh process
+@pytest.mark.parametrize('name,how', SWEEP_CASES)
+def test_resolution_sweep_on_a_shipped_config(name, how, tool_runs):
     """The sweep at the config's own test resolution (224) agrees with the classifier as a
     plain test builds it: the labels are that classifier's predictions on the config's test
     pipeline, so the sweep's top-1 at 224 is 100 %; outputs go to the user's --out."""
-    config = _config_file(name, how, tmp_path)
-    options = TINY[name]
-    images = _coco_images(coco128_root, 6)
-    cfg = _load(config, options)
-    clf = _runner_classifier(cfg)
-    test = _compose(cfg.test_dataloader.dataset.pipeline)
-    with torch.no_grad():
-        labels = [int(clf(clf.data_preprocessor(dict(inputs=[test(dict(img_path=i))['inputs']]),
-                                                False)['inputs'], mode='tensor')[0].argmax())
-                  for i in images]
-    data_root = _imagenet_val(tmp_path / 'imagenet', images, labels)
-    ckpt = tmp_path / 'clf.pth'
-    torch.save({'state_dict': clf.state_dict()}, ckpt)
-    res = subprocess.run(
-        [sys.executable, osp.join(TOOLS, 'analysis', 'resolution_sweep.py'), config, str(ckpt),
-         '--resolutions', '224', '160', '--data-root', data_root, '--out', 'sweep/plot.png',
-         '--batch-size', '3'] + (['--cfg-options', *options] if options else []),
-        cwd=str(tmp_path), capture_output=True, text=True, timeout=900)
+    case = tool_runs[('sweep', name, how)]
+    res = case['res']
     assert res.returncode == 0, res.stderr[-4000:]
     assert '224: top-1 100.00 % on 6' in res.stdout, res.stdout[-2000:]
-    assert (tmp_path / 'sweep' / 'plot.png').is_file()
-    assert (tmp_path / 'sweep' / 'plot.json').is_file()
+    assert (case['folder'] / 'sweep' / 'plot.png').is_file()
+    assert (case['folder'] / 'sweep' / 'plot.json').is_file()
