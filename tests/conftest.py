@@ -125,6 +125,37 @@ def _memoized_package_lookups():
         yield
 
 
+@pytest.fixture(scope='session', autouse=True)
+def _memoized_config_formatting():
+    """Memoize the yapf formatting of ``Config.pretty_text`` on its unformatted text.
+
+    A Runner formats its whole config 4-5 times (the logged config, the dumped file, the
+    runtime-info hook, each checkpoint's meta): ~0.5-1 CPU-s each for a detector, about 40 %
+    of an in-process train + test of a small DETR. yapf's output is a function of the text
+    and the style alone, so equal texts are formatted once per session; the text each config
+    gives is mmengine's, unchanged (fresh processes -- the tools as users run them -- format
+    as always).
+    """
+    import functools
+
+    from mmengine.config import config as config_module
+
+    format_code = config_module.FormatCode
+
+    @functools.lru_cache(maxsize=256)
+    def cached(text, style):
+        return format_code(text, style_config=dict(style))
+
+    def memo_format(text, style_config=None, **kwargs):
+        if kwargs or not isinstance(style_config, dict):
+            return format_code(text, style_config=style_config, **kwargs)
+        return cached(text, tuple(sorted(style_config.items())))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(config_module, 'FormatCode', memo_format)
+        yield
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under ``--dist loadgroup`` (``make test``), keep together on one worker what shares an
