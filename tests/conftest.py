@@ -102,7 +102,8 @@ def _memoized_package_lookups():
 
     For each ``mmdet::`` / ``mmposenc::`` ... base of each config it parses, mmengine reloads
     ``pkg_resources`` (``is_installed``) and reads the package's whole model index (mmdet: ~100
-    metafiles, ~0.3 s): three quarters of the time of parsing a config with host bases. Both
+    metafiles, ~0.3 s; mmseg's metafiles end in ``.yaml``, mmdet's in ``.yml``): three
+    quarters of the time of parsing a config with host bases. Both
     depend only on the installed files, which no test changes in this process (installs are
     tested in throwaway environments and fresh processes), so each is read once per session;
     the config loading itself (mmposenc's registration included) is mmengine's, unchanged.
@@ -115,7 +116,7 @@ def _memoized_package_lookups():
     def memo_yaml(load):  # mmengine only reads the loaded metafiles: no copies needed
         cached = functools.lru_cache(maxsize=None)(load)
         return lambda file, *args, **kwargs: (
-            cached(file) if not args and not kwargs and str(file).endswith('.yml')
+            cached(file) if not args and not kwargs and str(file).endswith(('.yml', '.yaml'))
             else load(file, *args, **kwargs))
 
     with pytest.MonkeyPatch.context() as mp:
