@@ -47,7 +47,7 @@ mmseg configs (``default_scope='mmseg'``) are pointed at the ADE20K sample inste
 ``annotations/``), their ``EncoderDecoder`` built as ``mmposenc.PaddingExactEncoderDecoder``
 with ``mmposenc.BatchPaddingSegDataPreprocessor`` (mmseg's refuses test batches of images of
 different sizes: stock and exact then see the same padded batches; ``test_cfg``
-``size_divisor=32`` where the config has none), mmseg's ``ResNet`` as
+``size_divisor=1`` where the config has none: a batch padded to its largest image), mmseg's ``ResNet`` as
 ``mmposenc.PaddingExactResNet`` (``norm_eval=False``: mmseg's default), a ``SimplePyramid`` in
 the neck list with its ``padding_exact``; mmdet's ``Mask2Former`` as
 ``mmposenc.PaddingExactMask2Former``. Configs that already name these keep them.
@@ -316,8 +316,10 @@ def seg_exact_options(cfg) -> dict:
     if (model.get('data_preprocessor') or {}).get('type') in ('SegDataPreProcessor',
                                                              'mmseg.SegDataPreProcessor'):
         options['model.data_preprocessor.type'] = 'mmposenc.BatchPaddingSegDataPreprocessor'
-        if not model.data_preprocessor.get('test_cfg', None):  # it pads test batches by this
-            options['model.data_preprocessor.test_cfg'] = dict(size_divisor=32)
+        if not model.data_preprocessor.get('test_cfg', None):
+            # a mixed batch padded to its largest image; one image stays unpadded (as mmseg's
+            # without test_cfg): what the shipped exact FPN configs set
+            options['model.data_preprocessor.test_cfg'] = dict(size_divisor=1)
     if is_seg(cfg) and model.backbone['type'] in ('ResNet', 'mmseg.ResNet') \
             and 'norm_eval' not in model.backbone:
         options['model.backbone.norm_eval'] = False  # mmseg's ResNet default
