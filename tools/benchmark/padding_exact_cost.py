@@ -474,7 +474,7 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
         results[stage] = dict(stock=statistics.median(times['stock']),
                               exact=statistics.median(times['exact']),
                               ratio=statistics.median(ratios), bound_by_tool=not binds,
-                              padded=f'{padded}/{len(batches)}', sizes=sizes)
+                              padded=f'{padded}/{len(batches)}', sizes=sizes, ratios=ratios)
     set_padding_exact(model, True)
     return results
 
@@ -484,14 +484,15 @@ def config_table(all_results, args) -> str:
              f'{args.batch_size} images per repetition, {args.device}, {args.clock} time; '
              f'{machine()}; median of {args.repeats} interleaved repetitions', '',
              '| config | stage | padded batches | stock (s) | exact (s) | exact / stock | '
-             'image sizes |', '|---|---|---|---|---|---|---|']
+             'image sizes | per repetition |', '|---|---|---|---|---|---|---|---|']
     for config, res in all_results.items():
         name = osp.splitext(osp.basename(config))[0]
         for stage, r in res.items():
             mark = ' (bound by the tool)' if r['bound_by_tool'] else ''
             sizes = ', '.join(f'{h}x{w}' for h, w in r['sizes'])
             lines.append(f'| {name}{mark} | {stage} | {r["padded"]} | {r["stock"]:.3f} | '
-                         f'{r["exact"]:.3f} | {r["ratio"]:.3f} | {sizes} |')
+                         f'{r["exact"]:.3f} | {r["ratio"]:.3f} | {sizes} | '
+                         f'{" ".join(f"{x:.3f}" for x in r["ratios"])} |')
     return '\n'.join(lines)
 
 
