@@ -13,7 +13,8 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 @pytest.mark.slow
-def test_quick_run_rows_and_equal_backbone_consistency(tmp_path):
+def test_quick_run_rows_and_equal_backbone_consistency(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # --quick generates its data in the working directory's data/
     spec = importlib.util.spec_from_file_location(
         'mmposenc_batch_consistency', osp.join(REPO, 'tools', 'analysis',
                                                'batch_consistency.py'))
