@@ -13,11 +13,12 @@ CONFIGS = [
 
 
 def _small_pipeline(backend_args=None):
-    # The host's pipeline stages at a CPU-friendly scale (the stock one goes up to 1333 px).
+    # The host's pipeline stages at a CPU-friendly scale (the stock one goes up to 1333 px):
+    # COCO's 640 x 480 / 640 x 426 images become 256 x 192 / 256 x 170, still two sizes.
     return [
         dict(type='LoadImageFromFile', backend_args=backend_args),
         dict(type='LoadAnnotations', with_bbox=True),
-        dict(type='Resize', scale=(320, 320), keep_ratio=True),
+        dict(type='Resize', scale=(256, 256), keep_ratio=True),
         dict(type='PackDetInputs'),
     ]
 
