@@ -9,6 +9,17 @@ _base_ = ['mmseg::twins/twins_pcpvt-s_fpn_fpnhead_8xb4-80k_ade20k-512x512.py']
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
 
+# Padding-exact mode (issue 20) off: its measured cost is above 3 % (exact / stock in one
+# process, tools/benchmark/padding_exact_cost.py --configs --clock cpu, 1 thread, ADE20K
+# sample: train step 1.005 on a padded 384 x 512 crop pair, predict 1.051 on 512 x 683 +
+# 512 x 703; configs/pvt_peg/README.md). To turn it on (PVTPEG's maps of each image in a padded
+# batch equal to the image alone; the FPN neck and head stay mmseg's):
+#   model = dict(type='mmposenc.PaddingExactEncoderDecoder',
+#                data_preprocessor=dict(type='mmposenc.BatchPaddingSegDataPreprocessor',
+#                                       test_cfg=dict(size_divisor=1)),
+#                backbone=dict(padding_exact=True))
+#   custom_imports = dict(imports=['mmposenc.models', 'mmposenc.models.detectors'])
+
 model = dict(
     backbone=dict(
         _delete_=True,
