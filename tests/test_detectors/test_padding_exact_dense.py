@@ -128,11 +128,12 @@ def by_score(instances):
     return instances[instances.scores.argsort(descending=True)]
 
 
-def alone_vs_batched(model, items):
+def alone_vs_batched(model, items, batched=None):
     """Largest |score| and |box| (px) differences and number of differing mask pixels of the
     detections (sorted by score), and the largest |box| difference of the RPN's proposals
-    (Mask R-CNN), alone vs batched; inf where the detections differ."""
-    batched, batched_proposals = predict(model, items)
+    (Mask R-CNN), alone vs batched (``batched``: ``predict(model, items)`` if already
+    computed); inf where the detections differ."""
+    batched, batched_proposals = batched or predict(model, items)
     scores = boxes = pixels = proposals = 0.
     for i in range(len(items)):
         alone, alone_proposals = predict(model, items[i:i + 1])
@@ -154,6 +155,22 @@ def alone_vs_batched(model, items):
 ALL = ('backbone', 'host', 'neck', 'head', 'roi')
 
 
+@pytest.fixture(scope='module')
+def as_shipped(packed):
+    """path -> (the narrowed config's model with mmdet's classes, the backbone stock; its
+    predictions on the batch), built on first use: the 'all' case of
+    test_fails_without_each_part and the reference of test_model_switch_off_is_mmdet_bit_for_bit
+    share it."""
+    cache = {}
+
+    def get(path):
+        if path not in cache:
+            model = build(narrowed(path, ()))
+            cache[path] = model, predict(model, packed)
+        return cache[path]
+    return get
+
+
 @pytest.mark.parametrize('path', [RETINANET, MASK_RCNN], ids=['retinanet', 'mask_rcnn'])
 def test_alone_equals_batched(packed, path):
     """Scores <= 1e-4 (measured 0 and 1.1e-6), boxes <= 0.01 px (measured 0 and 3e-5 px),
@@ -166,27 +183,33 @@ def test_alone_equals_batched(packed, path):
 @pytest.mark.parametrize('path,missing', [
     (RETINANET, 'all'), (RETINANET, 'neck'), (RETINANET, 'head'),
     (MASK_RCNN, 'all'), (MASK_RCNN, 'neck'), (MASK_RCNN, 'head'), (MASK_RCNN, 'roi')])
-def test_fails_without_each_part(packed, path, missing):
+def test_fails_without_each_part(packed, as_shipped, path, missing):
     """As shipped ('all': mmdet's classes, the backbone stock) and with one exact part left
     out (the backbone's own mode: tests/test_backbones/test_padding_exact.py)."""
-    exact = () if missing == 'all' else tuple(p for p in ALL if p != missing)
-    scores, boxes, pixels, proposals = alone_vs_batched(build(narrowed(path, exact)), packed)
+    if missing == 'all':
+        model, batched = as_shipped(path)
+    else:
+        model, batched = build(narrowed(path, tuple(p for p in ALL if p != missing))), None
+    scores, boxes, pixels, proposals = alone_vs_batched(model, packed, batched)
     print(path, missing, scores, boxes, pixels, proposals)
     assert scores > 1e-3 or boxes > 0.1 or pixels > 0 or proposals > 0.1, (
         scores, boxes, pixels, proposals)
 
 
 @pytest.mark.parametrize('path', [RETINANET, MASK_RCNN], ids=['retinanet', 'mask_rcnn'])
-def test_model_switch_off_is_mmdet_bit_for_bit(packed, path):
+def test_model_switch_off_is_mmdet_bit_for_bit(packed, as_shipped, path):
     """``model = dict(padding_exact=False)`` turns every exact part off (backbone, MaskedFPN,
     the dense head, Mask R-CNN's edge-replicated RoI reads): on a padded batch, mmdet's
-    classes with the same weights, bit for bit."""
+    classes with the same weights (built at the same seed: the same state dict), bit for
+    bit."""
     cfg = narrowed(path, ALL)
     cfg.model.padding_exact = False
     off = build(cfg)
-    stock = build(narrowed(path, ()))
-    stock.load_state_dict(off.state_dict())
-    for a, b in zip(predict(off, packed)[0], predict(stock, packed)[0]):
+    stock, (stock_preds, _) = as_shipped(path)
+    weights, stock_weights = off.state_dict(), stock.state_dict()
+    assert list(weights) == list(stock_weights)
+    assert all(torch.equal(v, stock_weights[k]) for k, v in weights.items())
+    for a, b in zip(predict(off, packed)[0], stock_preds):
         a, b = a.pred_instances, b.pred_instances
         assert torch.equal(a.bboxes, b.bboxes) and torch.equal(a.scores, b.scores)
         assert 'masks' not in a or torch.equal(a.masks, b.masks)
