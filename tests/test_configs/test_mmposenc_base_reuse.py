@@ -65,10 +65,16 @@ def _load_pair(user_project, rel, body='', prefix=''):
     return Config.fromfile(str(reference)), Config.fromfile(str(user))
 
 
+#: rel -> the optim_wrapper of the shipped config (by path), kept from the test below for
+#: test_every_shipped_config_with_paramwise_cfg_uses_the_summary_constructor
+_OPTIM_WRAPPERS = {}
+
+
 @pytest.mark.parametrize('rel', CONFIGS)
 def test_every_type_resolves_as_by_path(rel, user_project, monkeypatch):
     monkeypatch.chdir(user_project)
     reference, user = _load_pair(user_project, rel)
+    _OPTIM_WRAPPERS[rel] = reference.get('optim_wrapper', {})
     lines, resolved = mismatches(reference, user)
     assert resolved, f'{rel}: no type of the config resolves by path'
     assert not lines, (f"_base_ = 'mmposenc::{rel}' builds {len(lines)} type(s) otherwise than "
@@ -78,6 +84,29 @@ def test_every_type_resolves_as_by_path(rel, user_project, monkeypatch):
 def test_every_shipped_config_is_covered():
     assert len(CONFIGS) > 100
     assert any('/_base_/' in rel for rel in CONFIGS)  # fragments are reused too
+
+
+@pytest.mark.slow
+def test_every_shipped_config_with_paramwise_cfg_uses_the_summary_constructor():
+    """Every shipped config (not a ``_base_`` fragment) whose optimizer has a
+    ``paramwise_cfg`` uses mmposenc's summary constructor (one line per rule:
+    tests/test_engine/test_optim_constructor.py). The configs as loaded by path for
+    test_every_type_resolves_as_by_path (run first, in this module's worker), else parsed here."""
+    from mmengine.config import Config
+
+    import mmposenc  # noqa: F401
+    constructor = 'mmposenc.SummaryOptimWrapperConstructor'
+    missing = []
+    for rel in CONFIGS:
+        if '_base_/' in rel:
+            continue
+        if rel not in _OPTIM_WRAPPERS:  # run alone (-k): parse it
+            _OPTIM_WRAPPERS[rel] = Config.fromfile(
+                osp.join(CONFIG_ROOT, rel)).get('optim_wrapper', {})
+        optim_wrapper = _OPTIM_WRAPPERS[rel]
+        if optim_wrapper.get('paramwise_cfg') and optim_wrapper.get('constructor') != constructor:
+            missing.append(rel)
+    assert not missing, missing
 
 
 REUSE = """
