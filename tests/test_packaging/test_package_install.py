@@ -12,7 +12,8 @@ What a user outside the repository can do, tested here:
 - `mim search mmposenc` / `mim train mmposenc CONFIG`: with the wheel as they are; with the
   editable install with the repository root first on PYTHONPATH (mim locates packages as
   `<location of the installed metadata>/mmposenc`, which an editable install lacks; the
-  repository's `mmposenc.egg-info` gives mim the source tree instead).
+  repository's `mmposenc.egg-info` gives mim the source tree instead; `mim train` with the
+  editable install: test_user_project_tools.py).
 """
 import ast
 import importlib.metadata as md
@@ -239,44 +240,91 @@ print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, cfg.default_sc
 """
 
 
-def test_user_config_inherits_an_mmposenc_config(tmp_path):
-    """Editable install: a config outside the repository, parsed from a folder outside the
-    repo, through tools/train.py's loader in a fresh process (load_config imports mmposenc
-    itself, first), and then in the same process with mmengine's Config after
-    `import mmposenc` (what the loader does first). One process: the loader runs before
-    anything of mmposenc is imported, and the plain parse needs only the import."""
-    (tmp_path / 'user.py').write_text(USER_CONFIG)
-    code = (f'import sys; sys.path.insert(0, {osp.join(REPO_ROOT, "tools")!r})\n'
-            "assert 'mmposenc' not in sys.modules\n"
-            'from _runner_utils import load_config\n'
-            'cfg = load_config(sys.argv[1]); print(cfg.model.type, cfg.work_dir)\n'
-            + LOAD.format(imports='import mmposenc'))
-    res = _run([sys.executable, *QUIET, '-c', code, 'user.py'], cwd=str(tmp_path))
-    loader, plain = res.stdout.split('\n')[:2]
-    assert loader.strip() == 'mmposenc.PEGDETR ./work_dirs/user', res.stdout
-    assert plain == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']", res.stdout
+# One fresh interpreter with the startup hook off (MMPOSENC_NO_STARTUP_HOOK=1; the hook is
+# tested in test_startup_hook.py) imports what the parses import besides mmposenc (torch, mmcv,
+# mmdet's models: the detectors' custom_imports), then forks one child per parse, each starting
+# with nothing of mmposenc imported (asserted) and mmposenc unregistered, as a fresh interpreter.
+PARSES = """\
+import os, sys, traceback
+import torch, mmcv.cnn, mmdet.models
+from mmengine.config import Config
+from mmengine.config.utils import MODULE2PACKAGE
+assert 'mmposenc' not in sys.modules and 'mmposenc' not in MODULE2PACKAGE
 
 
-def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(tmp_path):
-    """What the hosts' tools/train.py does (Config.fromfile first) with the startup hook
-    turned off (MMPOSENC_NO_STARTUP_HOOK=1; the hook is tested in test_startup_hook.py):
-    `custom_imports` in the config does not help, since mmengine resolves `_base_` before it
-    imports them."""
-    (tmp_path / 'user.py').write_text(
-        USER_CONFIG + "custom_imports = dict(imports=['mmposenc'], allow_failed_imports=False)\n")
+def our_loader():
+    sys.path.insert(0, {tools!r})
+    from _runner_utils import load_config
+    cfg = load_config('user.py')
+    print(cfg.model.type, cfg.work_dir)
+    import mmposenc  # what the loader did first: then mmengine's Config parses it
+    {load}
+
+
+def host_parse():
+    try:
+        Config.fromfile('user_custom_imports.py')
+        print('parsed')
+    except Exception as err:
+        print(f'{{type(err).__name__}}: {{err}}')
+    print('mmposenc' in sys.modules)
     # inheriting our config by its path needs no import before parsing
+    {load_by_path}
+
+
+for check in (our_loader, host_parse):
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            check()
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        os._exit(code)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, check.__name__
+"""
+PRINT_CFG = ("print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, "
+             "cfg.default_scope, cfg.custom_imports.imports)")
+
+
+@pytest.fixture(scope='module')
+def parses(tmp_path_factory):
+    """The output of ``PARSES``, run from a folder outside the repository holding the user's
+    config, the same with ``custom_imports = dict(imports=['mmposenc'])``, and the same
+    inheriting our config by its path."""
+    folder = tmp_path_factory.mktemp('user_project')
+    (folder / 'user.py').write_text(USER_CONFIG)
+    (folder / 'user_custom_imports.py').write_text(
+        USER_CONFIG + "custom_imports = dict(imports=['mmposenc'], allow_failed_imports=False)\n")
     config = osp.join(REPO_ROOT, 'configs', 'peg_detr', 'detr-peg_r50_16xb2-50e_coco.py')
-    (tmp_path / 'by_path.py').write_text(USER_CONFIG.replace(
+    (folder / 'by_path.py').write_text(USER_CONFIG.replace(
         'mmposenc::peg_detr/detr-peg_r50_16xb2-50e_coco.py', config))
-    # one fresh process: the refusal first (it imports nothing of mmposenc), then by path
-    code = ('import sys\nfrom mmengine.config import Config\ntry:\n'
-            '    Config.fromfile(sys.argv[1])\n    print("parsed")\n'
-            'except Exception as err:\n    print(f"{type(err).__name__}: {err}")\n'
-            "print('mmposenc' in sys.modules)\n"
-            + LOAD.format(imports='sys.argv[1] = sys.argv[2]'))
-    res = _run([sys.executable, *QUIET, '-c', code, 'user.py', 'by_path.py'],
-               cwd=str(tmp_path), env=_env(MMPOSENC_NO_STARTUP_HOOK='1'))
-    refused, imported, loaded = res.stdout.split('\n')[:3]
+    code = PARSES.format(tools=osp.join(REPO_ROOT, 'tools'),
+                         load="cfg = Config.fromfile('user.py')\n    " + PRINT_CFG,
+                         load_by_path="cfg = Config.fromfile('by_path.py')\n    " + PRINT_CFG)
+    return _run([sys.executable, *QUIET, '-c', code], cwd=str(folder),
+                env=_env(MMPOSENC_NO_STARTUP_HOOK='1'))
+
+
+def test_user_config_inherits_an_mmposenc_config(parses):
+    """Editable install, a config outside the repository parsed from a folder outside the repo
+    (``PARSES``, hook off): through tools/train.py's loader (load_config imports mmposenc
+    itself, first), and then with mmengine's Config after `import mmposenc` (what the loader
+    does first)."""
+    loader, plain = parses.stdout.split('\n')[:2]
+    assert loader.strip() == 'mmposenc.PEGDETR ./work_dirs/user', parses.stdout
+    assert plain == ("mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"), (
+        parses.stdout)
+
+
+def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(parses):
+    """What the hosts' tools/train.py does (Config.fromfile first) with the startup hook
+    turned off (``PARSES``): `custom_imports` in the config does not help, since mmengine
+    resolves `_base_` before it imports them; inheriting our config by its path does."""
+    refused, imported, loaded = parses.stdout.split('\n')[2:5]
     assert refused == 'AssertionError: mmengine does not support to load mmposenc config.'
     assert imported == 'False'
     assert loaded == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"
@@ -336,19 +384,6 @@ def _assert_trained_peg_detr(work_dir):
     ckpt = torch.load(osp.join(work_dir, 'iter_2.pth'), map_location='cpu', weights_only=False)
     assert any(k.startswith('encoder.pegs.0.') for k in ckpt['state_dict'])
     assert ckpt['meta']['iter'] == 2
-
-
-@pytest.mark.slow
-def test_mim_train_editable_install(tmp_path, coco128_root):
-    """`mim train mmposenc CONFIG` runs our tools/train.py (via mmposenc/.mim/tools) on a user
-    config with an `mmposenc::` base."""
-    _assert_mim_sees_the_repository()
-    cfg = _train_config(tmp_path, coco128_root)
-    work_dir = str(tmp_path / 'work')
-    res = _run([sys.executable, *QUIET, '-m', 'mim', 'train', 'mmposenc', cfg, '--work-dir',
-                work_dir], cwd=str(tmp_path), env=_env(PYTHONPATH=REPO_ROOT))
-    assert osp.join('mmposenc', '.mim', 'tools', 'train.py') in res.stdout
-    _assert_trained_peg_detr(work_dir)
 
 
 # ------------------------------------------------------------------ the wheel ---------------
