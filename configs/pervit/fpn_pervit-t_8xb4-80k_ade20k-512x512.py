@@ -7,6 +7,17 @@ _base_ = ['mmseg::twins/twins_pcpvt-s_fpn_fpnhead_8xb4-80k_ade20k-512x512.py']
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
 
+# Padding-exact mode (issue 20) off: its measured cost is above 3 % (exact / stock in one
+# process, tools/benchmark/padding_exact_cost.py --configs --clock cpu, 1 thread, ADE20K
+# sample: predict 1.628 on 512 x 683 + 512 x 703, train step 0.688 on a padded 384 x 512 crop
+# pair; configs/pervit/README.md). To turn it on (PerViT's maps of each image in a padded batch
+# equal to the image alone; the FPN neck and head stay mmseg's):
+#   model = dict(type='mmposenc.PaddingExactEncoderDecoder',
+#                data_preprocessor=dict(type='mmposenc.BatchPaddingSegDataPreprocessor',
+#                                       test_cfg=dict(size_divisor=1)),
+#                backbone=dict(padding_exact=True))
+#   custom_imports = dict(imports=['mmposenc.models', 'mmposenc.models.detectors'])
+
 # an mmpretrain ImageClassifier checkpoint of ./pervit-tiny_8xb128_in1k.py (or the official
 # weights converted by tools/model_converters/pervit_official_to_mmposenc.py)
 pretrained = 'checkpoints/pervit-tiny_in1k_mmposenc.pth'

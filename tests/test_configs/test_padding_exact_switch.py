@@ -214,6 +214,7 @@ SEG_ON = ('cpvt/fpn_cpvt-s_8xb4-40k_ade20k-512x512.py',
 SEG_OFF = {
     'pvt_peg/fpn_pvt-peg-t_8xb4-40k_ade20k-512x512.py': 'predict 1.051',
     'peg_mask2former/mask2former-peg_r50_8xb2-160k_ade20k-512x512.py': 'train step 1.068',
+    'pervit/fpn_pervit-t_8xb4-80k_ade20k-512x512.py': 'predict 1.628',
 }
 EXACT_SEGMENTORS = {'mmposenc.PaddingExactEncoderDecoder': 'EncoderDecoder',
                     'mmposenc.PaddingExactMask2Former': 'Mask2Former'}
