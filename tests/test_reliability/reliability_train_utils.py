@@ -119,3 +119,24 @@ def read_scalars(work_dir, key='loss'):
             if key in rec and 'iter' in rec:
                 out[rec['iter']] = rec[key]
     return out
+
+
+#: one uninterrupted single-process run per pytest session (its base temp folder), shared by
+#: test_resume.py and test_dist_train.py (both on one pytest-xdist worker: xdist_group)
+_SINGLE_RUNS = {}
+SINGLE_RUN_GROUP = 'reliability_single_run'
+
+
+def single_run(tmp_path_factory, num_iters, batch_size):
+    """One uninterrupted ``tools/train.py`` run of the tiny CPVT: ``num_iters`` iterations of
+    ``batch_size``, a checkpoint every ``num_iters // 2``; trained once per session and
+    returned as ``(folder, data_root, config, work_dir)``."""
+    key = (str(tmp_path_factory.getbasetemp()), num_iters, batch_size)
+    if key not in _SINGLE_RUNS:
+        tmp = tmp_path_factory.mktemp('single_run')
+        data = write_images(str(tmp / 'data'))
+        cfg = write_config(tmp, 'single', data, batch_size=batch_size, max_iters=num_iters,
+                           ckpt_interval=num_iters // 2)
+        train(cfg, tmp / 'single', tmp)
+        _SINGLE_RUNS[key] = (tmp, data, cfg, tmp / 'single')
+    return _SINGLE_RUNS[key]
