@@ -239,14 +239,14 @@ def test_a_half_uninstalled_hook_never_breaks_python(tmp_path, case):
 
 # ------------------------------------------------------------------ the hosts' entry points --
 # A user's project folder outside the repository: one config per task, each a shipped config
-# of ours taken through `mmposenc::`, with the user's data and a 2-iteration schedule (the
+# of ours taken through `mmposenc::`, with the user's data and a 1-iteration schedule (the
 # smallest shipped config of each kind; only data, schedule and no-download overrides; the
 # hosts' test.py evaluates one image: what is tested is the entry point, not the metric).
 _SCHEDULE = """
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=2)
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=1)
 val_dataloader = val_evaluator = val_cfg = None
 param_scheduler = []
-default_hooks = dict(checkpoint=dict(by_epoch=False, interval=2), logger=dict(interval=1))
+default_hooks = dict(checkpoint=dict(by_epoch=False, interval=1), logger=dict(interval=1))
 log_processor = dict(by_epoch=False)
 """
 _LOADER = 'batch_size={bs}, num_workers=0, persistent_workers=False'
@@ -339,14 +339,14 @@ def project(tmp_path_factory, coco128_root, ade20k_sample_root):
 def _assert_checkpoint(path, task):
     import torch
     state = torch.load(path, map_location='cpu', weights_only=False)
-    assert state['meta']['iter'] == 2
+    assert state['meta']['iter'] == 1
     ours = [k for k in state['state_dict'] if k.startswith(TASKS[task]['ours'])]
     assert ours, f'{path} holds no {TASKS[task]["ours"]}* weights: not our model'
 
 
 @pytest.fixture(scope='module')
 def checkpoints(request, project):
-    """One 2-iteration checkpoint per task, made on first use by the host's own
+    """One 1-iteration checkpoint per task, made on first use by the host's own
     ``.mim/tools/train.py`` in a fresh process that never imports mmposenc: mmdet's run
     directly with the editable install (this environment) for instance segmentation, and
     ``mim train <host>`` with the wheel for the other three tasks (mim runs the same script in a
@@ -368,7 +368,7 @@ def checkpoints(request, project):
                 work_dir = osp.join(project['folder'], 'work_dirs', task)
                 _py([_host_tool(host, 'train.py'), f'{task}.py', '--work-dir', work_dir],
                     python=_editable_python(), cwd=project['folder'])
-            made[task] = osp.join(work_dir, 'iter_2.pth')
+            made[task] = osp.join(work_dir, 'iter_1.pth')
             _assert_checkpoint(made[task], task)
         return made[task]
 
@@ -397,11 +397,69 @@ def _python(request, install):
     return request.getfixturevalue('wheel_python')
 
 
-# The hosts' test.py and inferencers run with the editable install for every task, and with the
-# wheel for detection; the hosts' train.py runs once per task (see ``checkpoints``): past the
-# startup hook, which the two installs put in place differently (tested above), the paths are
-# the same code.
-TEST_CASES = [('editable', task) for task in TASKS] + [('wheel', 'detection')]
+# The hosts' test.py and inferencers run once per task: with the editable install for instance
+# segmentation, semantic segmentation and classification, with the wheel for detection (each
+# install once at least); the hosts' train.py runs once per task (see ``checkpoints``): past
+# the startup hook, which the two installs put in place differently (tested above), the paths
+# are the same code.
+TEST_CASES = [('editable', 'instance'), ('editable', 'semantic'), ('editable', 'classification'),
+              ('wheel', 'detection')]
+
+# The hosts' scripts and inferencers run in forked children of one fresh interpreter per
+# install, which imports the stack once (torch and the hosts' apis: what every check imports;
+# nothing of mmposenc, asserted). ``import mmengine.config`` there runs the startup hook as in
+# any fresh interpreter; each child starts from that state, runs one host script as
+# ``python <script> <args>`` runs it (``runpy`` as ``__main__``, the script's folder first on
+# sys.path) or one inference snippet, with its stdout and stderr in a file of its own.
+RUNS = """\
+import json, os, runpy, sys, traceback
+jobs = json.loads(sys.argv[1])
+for host in sys.argv[2:]:
+    __import__(host + '.apis')
+early = sorted(m for m in sys.modules if m.split('.')[0] == 'mmposenc')
+assert not early, f'imported before the checks: {early}'
+
+
+def run(job):
+    if 'script' in job:
+        sys.argv = [job['script'], *job['args']]
+        sys.path[0] = os.path.dirname(job['script'])
+        runpy.run_path(job['script'], run_name='__main__')
+    else:
+        exec(compile(job['code'], '<snippet>', 'exec'), dict(__name__='__main__'))
+
+
+def in_child(job):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        out = os.open(job['log'], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        code = 0
+        try:
+            run(job)
+        except SystemExit as err:
+            code = err.code if isinstance(err.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+print('RETURNCODES ' + json.dumps({job['log']: in_child(job) for job in jobs}))
+"""
+
+
+def _fresh_children(python, jobs, hosts, cwd, off=False):
+    """(returncode, stdout + stderr) of each job, run as ``RUNS`` runs them."""
+    res = _py(['-c', RUNS, json.dumps(jobs), *hosts], python=python, cwd=cwd, off=off)
+    codes = json.loads(res.stdout.split('RETURNCODES ')[-1])
+    return [(codes[job['log']], open(job['log']).read()) for job in jobs]
 
 
 def _mmposenc_file(python):
@@ -446,27 +504,72 @@ def test_mim_train(project, checkpoints, host):
     assert osp.isfile(checkpoints(HOST_OF[host]))
 
 
+@pytest.fixture(scope='module')
+def refusals(project, tmp_path_factory):
+    """Each host's tools/train.py on the user config of its task with the hook off, in the
+    children of one fresh interpreter started with ``MMPOSENC_NO_STARTUP_HOOK=1`` (see
+    ``RUNS``): {host: (returncode, output)}."""
+    logs = tmp_path_factory.mktemp('refused')
+    jobs = [dict(script=_host_tool(host, 'train.py'), log=str(logs / f'{host}.log'),
+                 args=[f'{task}.py', '--work-dir',
+                       osp.join(project['folder'], 'work_dirs', f'refused_{host}')])
+            for host, task in HOST_OF.items()]
+    results = _fresh_children(_editable_python(), jobs, list(HOST_OF), project['folder'],
+                              off=True)
+    return dict(zip(HOST_OF, results))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('host', list(HOST_OF))
-def test_without_the_hook_the_host_train_script_refuses(project, host):
+def test_without_the_hook_the_host_train_script_refuses(refusals, host):
     """The same user configs with the hook off: each host's tools/train.py stops at parsing
     with mmengine's refusal (what the hook fixes)."""
-    res = _py([_host_tool(host, 'train.py'), f'{HOST_OF[host]}.py', '--work-dir',
-               osp.join(project['folder'], 'work_dirs', f'refused_{host}')],
-              python=_editable_python(), cwd=project['folder'], off=True, check=False)
-    assert res.returncode != 0 and REFUSED in res.stderr, res.stderr[-2000:]
+    returncode, output = refusals[host]
+    assert returncode != 0 and REFUSED in output, output[-2000:]
+
+
+@pytest.fixture(scope='module')
+def host_runs(request, project, checkpoints, tmp_path_factory):
+    """The hosts' test.py and inferencers of TEST_CASES with the user's configs and their
+    checkpoints, in the children of one fresh interpreter per install (see ``RUNS``): a function
+    of (what, install, task), what 'test' or 'infer', giving (returncode, output, out_dir)."""
+    made = {}
+
+    def get(what, install, task):
+        if install not in made:
+            logs = tmp_path_factory.mktemp(f'runs_{install}')
+            jobs, keys = [], []
+            for case_install, case_task in TEST_CASES:
+                if case_install != install:
+                    continue
+                ckpt = checkpoints(case_task)
+                host = TASKS[case_task]['host']
+                work_dir = osp.join(project['folder'], 'work_dirs', f'{case_task}_test_{install}')
+                jobs.append(dict(script=_host_tool(host, 'test.py'),
+                                 args=[f'{case_task}.py', ckpt, '--work-dir', work_dir],
+                                 log=str(logs / f'test_{case_task}.log')))
+                out_dir = str(logs / f'out_{case_task}')
+                image = project['images'][TASKS[case_task]['image']]
+                jobs.append(dict(code=(f'CONFIG, CHECKPOINT, IMAGE, OUT = {case_task + ".py"!r}, '
+                                       f'{ckpt!r}, {image!r}, {out_dir!r}\n'
+                                       + INFER[case_task] + REPORT),
+                                 log=str(logs / f'infer_{case_task}.log')))
+                keys += [('test', case_task, work_dir), ('infer', case_task, out_dir)]
+            hosts = sorted({TASKS[k[1]]['host'] for k in keys})
+            results = _fresh_children(_python(request, install), jobs, hosts, project['folder'])
+            made[install] = {(k[0], k[1]): (*r, k[2]) for k, r in zip(keys, results)}
+        return made[install][(what, task)]
+
+    return get
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('install,task', TEST_CASES)
-def test_host_test_script(request, project, checkpoints, install, task):
+def test_host_test_script(host_runs, install, task):
     """The host's tools/test.py evaluates the trained checkpoint on the user's data."""
-    python = _python(request, install)
-    ckpt = checkpoints(task)
-    work_dir = osp.join(project['folder'], 'work_dirs', f'{task}_test_{install}')
-    res = _py([_host_tool(TASKS[task]['host'], 'test.py'), f'{task}.py', ckpt, '--work-dir',
-               work_dir], python=python, cwd=project['folder'])
-    assert TASKS[task]['metric'] + ':' in res.stdout + res.stderr, res.stdout[-3000:]
+    returncode, output, _ = host_runs('test', install, task)
+    assert returncode == 0, output[-5000:]
+    assert TASKS[task]['metric'] + ':' in output, output[-3000:]
 
 
 INFER = {
@@ -522,19 +625,16 @@ print('RESULT ' + json.dumps(out))
 
 @pytest.mark.slow
 @pytest.mark.parametrize('install,task', TEST_CASES)
-def test_host_inferencer_on_one_image(request, project, checkpoints, install, task, tmp_path):
+def test_host_inferencer_on_one_image(request, host_runs, install, task):
     """DetInferencer (detection, instance segmentation), MMSegInferencer and
     ImageClassificationInferencer on one real image (COCO128 / ADE20K sample) with the user's
-    config and its 2-iteration checkpoint, in a fresh process that never imports mmposenc:
-    the model is ours (mmposenc imported by the config's custom_imports, from this install),
-    the prediction is in the image's own pixel frame."""
+    config and its 1-iteration checkpoint, in a process that never imported mmposenc (see
+    ``host_runs``): the model is ours (mmposenc imported by the config's custom_imports, from
+    this install), the prediction is in the image's own pixel frame."""
     python = _python(request, install)
-    ckpt = checkpoints(task)
-    image = project['images'][TASKS[task]['image']]
-    code = (f'CONFIG, CHECKPOINT, IMAGE, OUT = {task + ".py"!r}, {ckpt!r}, {image!r}, '
-            f'{str(tmp_path / "out")!r}\n' + INFER[task] + REPORT)
-    res = _py(['-c', code], python=python, cwd=project['folder'])
-    out = json.loads(res.stdout.split('RESULT ')[-1])
+    returncode, output, out_dir = host_runs('infer', install, task)
+    assert returncode == 0, output[-5000:]
+    out = json.loads(output.split('RESULT ')[-1].split('\n')[0])
     assert out['mmposenc'] == _mmposenc_file(python)
     assert out['model'].startswith('mmposenc.') or out['backbone'].startswith('mmposenc.'), out
     w, h = out['width'], out['height']
@@ -542,12 +642,12 @@ def test_host_inferencer_on_one_image(request, project, checkpoints, install, ta
         assert out['n'] > 0 and all(0 <= s <= 1 for s in out['scores'])
         assert all(-1 <= x1 <= x2 <= w + 1 and -1 <= y1 <= y2 <= h + 1
                    for x1, y1, x2, y2 in out['boxes']), out['boxes'][:5]
-        assert len(os.listdir(tmp_path / 'out' / 'vis')) == 1
+        assert len(os.listdir(osp.join(out_dir, 'vis'))) == 1
         if task == 'instance':
             assert out['mask_shapes'] == [[h, w]]
     elif task == 'semantic':
         assert out['shape'] == [h, w] and 0 <= out['min'] <= out['max'] < 150
-        assert len(os.listdir(tmp_path / 'out' / 'vis')) == 1
+        assert len(os.listdir(osp.join(out_dir, 'vis'))) == 1
     else:
         assert out['cls'] == out['classes'][out['label']] and len(out['classes']) == 3
         assert abs(out['sum'] - 1) < 1e-4
