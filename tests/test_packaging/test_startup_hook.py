@@ -3,7 +3,9 @@
 mmposenc installs ``mmposenc-startup.pth`` into site-packages (regular and editable installs);
 at interpreter start it puts one finder in front of ``sys.meta_path``, which registers mmposenc
 with mmengine's config loader when ``mmengine.config`` is imported (``_mmposenc_startup.py``).
-Every run here is a fresh Python process that never imports mmposenc itself:
+Every run here is a fresh Python process that never imports mmposenc itself (the hosts'
+test.py, inferencers and hook-off train.py: forked children of one such process per install,
+each starting with nothing of mmposenc imported, see ``RUNS``):
 
 - what the hook costs: the modules an interpreter imports at startup (one more: the hook),
   nothing imported when it registers (no mmposenc, no torch), the finder gone afterwards, the
