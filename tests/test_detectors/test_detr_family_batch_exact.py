@@ -12,12 +12,9 @@ image's 900 best scores can lie within rounding (~1e-6) of each other and swap r
 batched, which pairs two anchor boxes with each other's content queries (the full-width R-50
 config measured 1.3e-5 / 2.1 px in float32 that way); float64 shows the computation is exact.
 """
-import copy
-
 import pytest
 import torch
-from detr_exact_harness import (REPO, alone_vs_batched, build_model, compare, load_cfg,
-                                pack_images, predict)
+from detr_exact_harness import REPO, alone_vs_batched, build_model, load_cfg, pack_images
 
 pytest.importorskip('mmdet')
 
@@ -34,34 +31,12 @@ CONFIGS = [
 DINO = 'peg_dino/dino-4scale-peg_r50_8xb2-12e_coco.py'
 
 
-def load(config, root, exact_backbone=True):
+def run(config, root, exact_backbone=True, dtype=torch.float32, **model):
     cfg = load_cfg(f'{REPO}/configs/{config}', exact_backbone=exact_backbone, tiny=True)
+    cfg.model.update(model)
     packed = pack_images(cfg, root)
     assert [tuple(p['data_samples'].img_shape) for p in packed] == [(800, 1067), (1202, 800)]
-    return cfg, packed
-
-
-def run(config, root, exact_backbone=True):
-    cfg, packed = load(config, root, exact_backbone)
-    return alone_vs_batched(build_model(cfg, packed), packed)
-
-
-@pytest.fixture(scope='module')
-def dino(coco128_root):
-    """The DINO config's model in float32 (random weights, trained-like norms) and its two
-    images, built once: the float64 test runs a float64 copy of it (``build_model`` builds in
-    float32 and converts last), the tests without each fix run it as it is."""
-    cfg, packed = load(DINO, coco128_root)
-    return build_model(cfg, packed), packed
-
-
-@pytest.fixture(scope='module')
-def dino_alone(dino):
-    """Each image's float32 predictions alone. Alone nothing is padded (the config pads to a
-    multiple of 1), where both fixes compute exactly what mmdet computes (exact_queries.py):
-    the same predictions with or without either fix."""
-    model, packed = dino
-    return [predict(model, [p])[0].pred_instances for p in packed]
+    return alone_vs_batched(build_model(cfg, packed, dtype=dtype), packed, dtype)
 
 
 @pytest.mark.parametrize('config', CONFIGS)
@@ -76,19 +51,16 @@ def test_the_comparison_fails_with_a_stock_backbone(coco128_root):
     assert scores > 1e-4 and boxes > 1, (scores, boxes)  # measured 5.2e-4, unmatched boxes
 
 
-def test_dino_alone_equals_batched(dino):
-    model, packed = dino
-    model = copy.deepcopy(model).to(torch.float64)
-    scores, boxes = alone_vs_batched(model, packed, torch.float64)
+def test_dino_alone_equals_batched(coco128_root):
+    scores, boxes = run(DINO, coco128_root, dtype=torch.float64)
     assert scores <= SCORES and boxes <= BOXES, (scores, boxes)  # measured 1.4e-8, 3.4e-6 px
 
 
 @pytest.mark.parametrize('fix', ['query_selection', 'query_pos'])
-def test_dino_fails_without_each_fix(fix, dino, dino_alone, monkeypatch):
+def test_dino_fails_without_each_fix(fix, coco128_root, monkeypatch):
     """Without the query selection over the image's own tokens (753 of the 900 queries of the
     800 x 1067 image are padded tokens of the batch), or with mmdet's query positions scaled
-    to the padded batch, the image's batched predictions differ from its predictions alone
-    (which neither fix changes: ``dino_alone``; measured: scores 3.1e-3 / 2.7e-3,
+    to the padded batch, the image's predictions differ (measured: scores 3.1e-3 / 2.7e-3,
     boxes unmatched)."""
     from mmdet.models.detectors import DINO as MMDetDINO
     from mmdet.models.layers import DinoTransformerDecoder
@@ -99,8 +71,5 @@ def test_dino_fails_without_each_fix(fix, dino, dino_alone, monkeypatch):
         monkeypatch.setattr(PEGDINO, 'pre_decoder', MMDetDINO.pre_decoder)
     else:
         monkeypatch.setattr(ExactQueryPosDinoDecoder, 'forward', DinoTransformerDecoder.forward)
-    model, packed = dino  # float32: far beyond its rounding
-    diffs = [compare(alone, batched.pred_instances)
-             for alone, batched in zip(dino_alone, predict(model, packed))]
-    scores, boxes = max(d[0] for d in diffs), max(d[1] for d in diffs)
+    scores, boxes = run(DINO, coco128_root)  # float32: far beyond its rounding
     assert scores > 1e-3 and boxes > 1, (scores, boxes)
