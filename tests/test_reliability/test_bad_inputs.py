@@ -446,7 +446,7 @@ def _train_in_process(path):
 
 
 # the command line as a user types it (tools/train.py does not shorten this one to a line;
-# a fresh process of it: tests/test_tools/test_train_test_tools.py)
+# as a process of its own: test_train_test_tools.py::test_train_rejects_missing_config)
 add('train-missing-config', lambda: _run_tool_main('tools/train.py', '/nonexistent/cfg.py'),
     FileNotFoundError, r'^config file /nonexistent/cfg\.py does not exist')
 add('load-config-missing', lambda: _train_in_process('/nonexistent/cfg.py'), FileNotFoundError,
