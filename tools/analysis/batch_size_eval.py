@@ -52,7 +52,7 @@ Usage::
         --model "sine (ours)" \\
         configs/peg_deformable_detr/deformable-detr-sine_r50_16xb2-50e_coco.py \\
         --model "stock mmdet" mmdet::deformable_detr/deformable-detr_r50_16xb2-50e_coco.py \\
-        --sort-by-aspect --out work_dirs/batch_size_eval/coco128.json \\
+        --sort-by-aspect "sine (ours)" --out work_dirs/batch_size_eval/coco128.json \\
         --plot work_dirs/batch_size_eval/coco128.png
     # the demo's trained models
     python tools/analysis/batch_size_eval.py --demo-work-dir work_dirs/demo --sort-by-aspect
