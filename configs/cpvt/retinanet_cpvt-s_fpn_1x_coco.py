@@ -8,6 +8,12 @@ _base_ = ['mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py']
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
 
+# Padding-exact mode (issue 20) off: mmdet's RetinaNet / FPN / RetinaHead as mmdet ships them.
+# With the exact classes (mmposenc.PaddingExactRetinaNet, MaskedFPN, PaddingExactRetinaHead,
+# backbone padding_exact=True) exact / stock measured predict 1.048 (two COCO128 images at
+# 1333 x 800, CPU time, tools/benchmark/padding_exact_cost.py --configs this file): above 3 %.
+# How to turn it on: README.md beside this file.
+
 embed_dims = 384
 model = dict(
     backbone=dict(

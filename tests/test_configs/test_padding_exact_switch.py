@@ -334,6 +334,8 @@ def test_seg_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_pat
 DENSE_OFF = {
     'pvt_peg/retinanet_pvt-peg-t_fpn_1x_coco.py': 'train step 1.079',
     'swin_peg/mask-rcnn_swin-peg-t-p4-w7_fpn_1x_coco.py': 'predict 1.116',
+    'pervit/retinanet_pervit-t_fpn_1x_coco.py': 'predict 1.440',
+    'cpvt/retinanet_cpvt-s_fpn_1x_coco.py': 'predict 1.048',
 }
 #: mmposenc's exact dense detectors and the mmdet classes they extend.
 EXACT_DENSE = {'mmposenc.PaddingExactRetinaNet': 'RetinaNet',
