@@ -4,6 +4,12 @@ _base_ = ['mask-rcnn_pvt-t_fpn_1x_coco.py']
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
 
+# Padding-exact mode (issue 20) off: mmdet's MaskRCNN / FPN / RPNHead as mmdet ships them.
+# With the exact classes (mmposenc.PaddingExactMaskRCNN, MaskedFPN, PaddingExactRPNHead,
+# backbone padding_exact=True) exact / stock measured predict 1.075 (two COCO128 images at
+# 1333 x 800, CPU time, tools/benchmark/padding_exact_cost.py --configs this file): above 3 %.
+# How to turn it on: README.md beside this file.
+
 model = dict(
     backbone=dict(
         _delete_=True,

@@ -336,6 +336,7 @@ DENSE_OFF = {
     'swin_peg/mask-rcnn_swin-peg-t-p4-w7_fpn_1x_coco.py': 'predict 1.116',
     'pervit/retinanet_pervit-t_fpn_1x_coco.py': 'predict 1.440',
     'cpvt/retinanet_cpvt-s_fpn_1x_coco.py': 'predict 1.048',
+    'pvt_peg/mask-rcnn_pvt-peg-t_fpn_1x_coco.py': 'predict 1.075',
 }
 #: mmposenc's exact dense detectors and the mmdet classes they extend.
 EXACT_DENSE = {'mmposenc.PaddingExactRetinaNet': 'RetinaNet',
