@@ -7,6 +7,12 @@ _base_ = ['mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py']
 
 custom_imports = dict(imports=['mmposenc.models'], allow_failed_imports=False)
 
+# Padding-exact mode (issue 20) off: mmdet's MaskRCNN / FPN / RPNHead as mmdet ships them.
+# With the exact classes (mmposenc.PaddingExactMaskRCNN, MaskedFPN, PaddingExactRPNHead,
+# backbone padding_exact=True) exact / stock measured predict 1.482 (two COCO128 images at
+# 1333 x 800, CPU time, tools/benchmark/padding_exact_cost.py --configs this file): above 3 %.
+# How to turn it on: README.md beside this file.
+
 # an mmpretrain ImageClassifier checkpoint of ./pervit-tiny_8xb128_in1k.py (or the official
 # weights converted by tools/model_converters/pervit_official_to_mmposenc.py)
 pretrained = 'checkpoints/pervit-tiny_in1k_mmposenc.pth'

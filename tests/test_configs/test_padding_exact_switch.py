@@ -337,6 +337,7 @@ DENSE_OFF = {
     'pervit/retinanet_pervit-t_fpn_1x_coco.py': 'predict 1.440',
     'cpvt/retinanet_cpvt-s_fpn_1x_coco.py': 'predict 1.048',
     'pvt_peg/mask-rcnn_pvt-peg-t_fpn_1x_coco.py': 'predict 1.075',
+    'pervit/mask-rcnn_pervit-t_fpn_1x_coco.py': 'predict 1.482',
 }
 #: mmposenc's exact dense detectors and the mmdet classes they extend.
 EXACT_DENSE = {'mmposenc.PaddingExactRetinaNet': 'RetinaNet',
