@@ -10,7 +10,7 @@ and hide the border effects). The final ``predict`` scores and boxes (pixels) ar
 Run as a script for the full-size numbers::
 
     OMP_NUM_THREADS=1 python tests/test_detectors/detr_exact_harness.py CONFIG [--tiny]
-        [--stock-backbone] [--double]
+        [--stock-backbone] [--double] [--scale W H]
 """
 import copy
 import os
@@ -24,16 +24,23 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 IMAGES = ('000000000009.jpg', '000000000404.jpg')  # 480 x 640 and 640 x 426
 
 
-def load_cfg(path, exact_backbone=True, tiny=False):
+def load_cfg(path, exact_backbone=True, tiny=False, scale=None):
     """The config at ``path``, its backbone in padding-exact mode or not (``exact_backbone``;
     mmdet's ResNet becomes :class:`~mmposenc.models.detectors.PaddingExactResNet`, whose
     ``padding_exact=False`` is mmdet's ResNet); ``tiny`` shrinks the widths (a quarter-wide
     ResNet-18, PVTPEG of one block per stage and widths 32-256, one encoder and one decoder
-    layer, FFNs of 64) keeping everything else."""
+    layer, FFNs of 64) keeping everything else; ``scale`` (``(w, h)``), if given, replaces
+    the ``Resize`` scale of the test pipeline (``keep_ratio`` stays the config's)."""
     from mmengine.config import Config
 
     import mmposenc  # noqa: F401  (mmdet:: bases)
     cfg = Config.fromfile(path)
+    if scale is not None:
+        resizes = [t for t in cfg.test_dataloader.dataset.pipeline if t['type'] == 'Resize']
+        if len(resizes) != 1:
+            raise ValueError(f'{path}: --scale needs one Resize in the test pipeline, '
+                             f'found {len(resizes)}; run without --scale')
+        resizes[0]['scale'] = tuple(scale)
     model = cfg.model
     backbone = model.backbone
     backbone.pop('init_cfg', None)  # no pretrained download
@@ -145,11 +152,17 @@ def compare(alone, batched, tol=1e-4):
     return scores, boxes
 
 
-def alone_vs_batched(model, packed, dtype=torch.float32):
-    """(largest score difference, largest box difference in pixels) over the images."""
+def predict_alone(model, packed, dtype=torch.float32):
+    """Each image's predictions alone (a batch of one: nothing padded)."""
+    return [predict(model, [p], dtype)[0] for p in packed]
+
+
+def alone_vs_batched(model, packed, dtype=torch.float32, alone=None):
+    """(largest score difference, largest box difference in pixels) over the images;
+    ``alone``: the images' predictions alone, if already computed (:func:`predict_alone`)."""
     batched = predict(model, packed, dtype)
-    diffs = [compare(predict(model, [p], dtype)[0].pred_instances, b.pred_instances)
-             for p, b in zip(packed, batched)]
+    alone = predict_alone(model, packed, dtype) if alone is None else alone
+    diffs = [compare(a.pred_instances, b.pred_instances) for a, b in zip(alone, batched)]
     return max(d[0] for d in diffs), max(d[1] for d in diffs)
 
 
@@ -160,10 +173,13 @@ def main(argv):
     parser.add_argument('--tiny', action='store_true')
     parser.add_argument('--stock-backbone', action='store_true')
     parser.add_argument('--double', action='store_true')
+    parser.add_argument('--scale', type=int, nargs=2, metavar=('W', 'H'),
+                        help="the test pipeline's Resize scale (default: the config's)")
     parser.add_argument('--root', default=os.environ.get(
         'COCO128', osp.join(osp.dirname(REPO), 'shared', 'data', 'coco128')))
     args = parser.parse_args(argv)
-    cfg = load_cfg(args.config, exact_backbone=not args.stock_backbone, tiny=args.tiny)
+    cfg = load_cfg(args.config, exact_backbone=not args.stock_backbone, tiny=args.tiny,
+                   scale=args.scale)
     packed = pack_images(cfg, args.root)
     dtype = torch.float64 if args.double else torch.float32
     model = build_model(cfg, packed, dtype=dtype)
