@@ -5,7 +5,6 @@ import os
 import os.path as osp
 import socket
 import subprocess
-import sys
 
 import numpy as np
 
@@ -103,11 +102,6 @@ def run(cmd, tmp_path, timeout=300, env=None):
     return res
 
 
-def train(config, work_dir, tmp_path, *extra):
-    return run([sys.executable, 'tools/train.py', config, '--work-dir', str(work_dir),
-                *extra], tmp_path)
-
-
 def read_scalars(work_dir, key='loss'):
     """``{iter: value}`` from every run's ``vis_data/scalars.json`` in ``work_dir``."""
     out = {}
@@ -121,22 +115,46 @@ def read_scalars(work_dir, key='loss'):
     return out
 
 
-#: one uninterrupted single-process run per pytest session (its base temp folder), shared by
-#: test_resume.py and test_dist_train.py (both on one pytest-xdist worker: xdist_group)
+#: one uninterrupted single-process run and its resumed half per pytest session (its base temp
+#: folder), shared by test_resume.py and test_dist_train.py (both on one pytest-xdist worker:
+#: xdist_group)
 _SINGLE_RUNS = {}
 SINGLE_RUN_GROUP = 'reliability_single_run'
+#: what the training processes share (tests/forked_runs.py): imported once, before the forks
+PRELOAD = ('torch', 'mmengine.config', 'mmengine.runner', 'mmpretrain.models',
+           'mmpretrain.datasets', 'mmpretrain.engine')
 
 
 def single_run(tmp_path_factory, num_iters, batch_size):
-    """One uninterrupted ``tools/train.py`` run of the tiny CPVT: ``num_iters`` iterations of
-    ``batch_size``, a checkpoint every ``num_iters // 2``; trained once per session and
-    returned as ``(folder, data_root, config, work_dir)``."""
+    """One uninterrupted ``tools/train.py`` run of the tiny CPVT (``num_iters`` iterations of
+    ``batch_size``, a checkpoint every ``num_iters // 2``) and, after it, ``tools/train.py
+    --resume`` in the work dir of a run killed after its iteration-``num_iters // 2``
+    checkpoint: that checkpoint (a link to the uninterrupted run's) and the ``last_checkpoint``
+    file naming it, as mmengine's CheckpointHook leaves them. Both are fresh processes, one
+    after the other, forked from one interpreter that imported torch, mmengine and mmpretrain,
+    never mmposenc (tests/forked_runs.py); trained once per session and returned as
+    ``(folder, data_root, config, work_dir, resumed_work_dir)``."""
     key = (str(tmp_path_factory.getbasetemp()), num_iters, batch_size)
     if key not in _SINGLE_RUNS:
+        from forked_runs import run_tools
         tmp = tmp_path_factory.mktemp('single_run')
         data = write_images(str(tmp / 'data'))
         cfg = write_config(tmp, 'single', data, batch_size=batch_size, max_iters=num_iters,
                            ckpt_interval=num_iters // 2)
-        train(cfg, tmp / 'single', tmp)
-        _SINGLE_RUNS[key] = (tmp, data, cfg, tmp / 'single')
+        full_dir, resumed_dir = tmp / 'single', tmp / 'resumed'
+        half = f'iter_{num_iters // 2}.pth'
+        resumed_dir.mkdir()
+        (resumed_dir / half).symlink_to(full_dir / half)  # written by the first run
+        (resumed_dir / 'last_checkpoint').write_text(str(resumed_dir / half))
+        env = dict(os.environ)
+        env['PYTHONPATH'] = os.pathsep.join([str(tmp), REPO_ROOT, env.get('PYTHONPATH', '')])
+        env.setdefault('OMP_NUM_THREADS', '1')
+        train = osp.join(REPO_ROOT, 'tools', 'train.py')
+        done = run_tools([dict(argv=[train, cfg, '--work-dir', str(full_dir)], cwd=REPO_ROOT),
+                          dict(argv=[train, cfg, '--work-dir', str(resumed_dir), '--resume'],
+                               cwd=REPO_ROOT)], preload=PRELOAD, env=env, timeout=600)
+        for res in done:
+            assert res.returncode == 0, \
+                f'{res.args} failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
+        _SINGLE_RUNS[key] = (tmp, data, cfg, full_dir, resumed_dir)
     return _SINGLE_RUNS[key]

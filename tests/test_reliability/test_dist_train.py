@@ -31,7 +31,7 @@ RTOL = 1e-5  # measured: relative differences of 3e-8 to 9e-8 (over 5 iterations
 @pytest.mark.slow
 @pytest.mark.xdist_group(SINGLE_RUN_GROUP)
 def test_two_process_gloo_training_matches_one_process(tmp_path_factory, tmp_path):
-    _, data, _, single_dir = single_run(tmp_path_factory, N, 2 * B)
+    _, data, _, single_dir, _ = single_run(tmp_path_factory, N, 2 * B)
     dist_cfg = write_config(tmp_path, 'dist', data, batch_size=B, max_iters=N,
                             ckpt_interval=N)
     run(['bash', 'tools/dist_train.sh', dist_cfg, '2', '--work-dir', str(tmp_path / 'dist')],

@@ -1,13 +1,13 @@
 """Interrupt a training run, ``--resume`` it, and the losses continue exactly.
 
-The uninterrupted run is the one tests/test_reliability/test_dist_train.py compares with
-(:func:`reliability_train_utils.single_run`, trained once for both)."""
+The uninterrupted run is the one tests/test_reliability/test_dist_train.py compares with;
+it and the resumed run are :func:`reliability_train_utils.single_run`'s (trained once for both
+modules, in fresh processes forked from one interpreter)."""
 import os.path as osp
-import shutil
 
 import pytest
 
-from reliability_train_utils import SINGLE_RUN_GROUP, read_scalars, single_run, train
+from reliability_train_utils import SINGLE_RUN_GROUP, read_scalars, single_run
 
 N = 6
 
@@ -18,15 +18,11 @@ def test_resume_continues_the_uninterrupted_loss_curve(tmp_path_factory, tmp_pat
     """A run killed after its iteration-N/2 checkpoint leaves that checkpoint and the
     ``last_checkpoint`` file naming it in its work dir (mmengine's CheckpointHook writes both);
     ``tools/train.py --resume`` there trains iterations N/2 + 1 .. N, bit-identical to the
-    uninterrupted run (one CPU process, deterministic algorithms, a fresh process)."""
-    tmp, _, cfg, full_dir = single_run(tmp_path_factory, N, 4)
-    half = full_dir / f'iter_{N // 2}.pth'
-    assert osp.isfile(half)
-    resumed_dir = tmp_path / 'resumed'
-    resumed_dir.mkdir()
-    shutil.copy(half, resumed_dir / half.name)
-    (resumed_dir / 'last_checkpoint').write_text(str(resumed_dir / half.name))
-    train(cfg, resumed_dir, tmp, '--resume')
+    uninterrupted run (one CPU process, deterministic algorithms, a fresh process). The
+    resumed work dir holds the half-way checkpoint (a link to the uninterrupted run's) and a
+    last_checkpoint naming it, as the killed run left them."""
+    _, _, _, full_dir, resumed_dir = single_run(tmp_path_factory, N, 4)
+    assert osp.isfile(full_dir / f'iter_{N // 2}.pth')
 
     full = read_scalars(full_dir)
     resumed = read_scalars(resumed_dir)
