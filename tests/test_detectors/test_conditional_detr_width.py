@@ -128,3 +128,35 @@ def test_width_not_multiple_of_4_is_refused():
                ref_sine_feats='embed_dims')
     with pytest.raises(ValueError, match='multiple of 4'):
         build(copy.deepcopy(cfg))
+
+
+def test_shipped_shapes_config_trains_a_step():
+    """The shipped width-64 shapes config (its file, as a user builds it): the decoder's
+    reference-point sine at the model's width, a padded batch of two demo-sized images gives
+    finite losses and finite gradients reaching the decoder's spatial-query projections."""
+    import os.path as osp
+
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+
+    import mmposenc  # noqa: F401  (mmposenc:: bases)
+    from mmposenc.models.detectors.peg_detr_family import WidthConditionalDetrTransformerDecoder
+    from mmposenc.registry import MODELS
+    repo = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+    cfg = Config.fromfile(osp.join(repo, 'configs', 'peg_detr',
+                                   'conditional-detr-sine_r18-quarter_1xb4-2500i_shapes.py'))
+    init_default_scope('mmdet')
+    torch.manual_seed(0)
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    assert type(model.decoder) is WidthConditionalDetrTransformerDecoder
+    assert model.decoder.embed_dims == 64
+    model.train()
+    data = _batch(model, shapes=((3, 96, 128), (3, 128, 112)))  # the demo's 96-128 px
+    losses = model(data['inputs'], data['data_samples'], mode='loss')
+    loss = sum(losses.values())
+    assert torch.isfinite(loss)
+    loss.backward()
+    for i, layer in enumerate(model.decoder.layers):
+        grad = layer.cross_attn.qpos_sine_proj.weight.grad
+        assert grad is not None and torch.isfinite(grad).all() and grad.any(), i

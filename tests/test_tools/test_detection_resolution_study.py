@@ -110,8 +110,9 @@ def test_variant_configs(variant):
     expected = {'none': 'none', 'sine': 'sine', 'PEG': 'peg', 'CAPE': 'cape',
                 'RoPE-Mixed': 'rope_mixed'}[label]
     assert cfg.model.encoder_pos == expected
-    assert cfg.model.type == ('mmposenc.PEGDETR' if family == 'DETR'
-                              else 'mmposenc.PEGDeformableDETR')
+    assert cfg.model.type == {'DETR': 'mmposenc.PEGDETR',
+                              'Conditional-DETR': 'mmposenc.PEGConditionalDETR',
+                              'Deformable-DETR': 'mmposenc.PEGDeformableDETR'}[family]
     assert cfg.train_cfg.max_iters == 2500 and cfg.train_dataloader.batch_size == 4
     assert cfg.test_dataloader.dataset.pipeline[1] == dict(type='Resize', scale_factor=1.0,
                                                           keep_ratio=True)

@@ -15,7 +15,7 @@ scale is scored against the same annotations)::
         --checkpoint work_dirs/demo/peg/iter_2500.pth --out work_dirs/peg_scales.json
 
 **The study** (the default): the :data:`VARIANTS` (Deformable-DETR with encoder PE none / sine
-/ PEG / CAPE, DETR with sine / PEG / RoPE-Mixed) on the demo's generated ``shapes_coco``
+/ PEG / CAPE, DETR and Conditional-DETR with sine / PEG / RoPE-Mixed) on the demo's generated ``shapes_coco``
 (``tools/demo.py``'s data, made here when missing), each trained at the native scale (no
 resizing) with several seeds, then evaluated at every ``--scales`` entry. Each (variant, seed)
 is one process (``--jobs`` at a time); its result is written to
@@ -58,6 +58,12 @@ Scale = Tuple[float, float]  # (width factor, height factor)
 DD_DIR = osp.join('configs', 'peg_deformable_detr')
 DD_SHAPES = 'deformable-detr-{}_r18-quarter_1xb4-2500i_shapes.py'
 DETR_SHAPES = osp.join('configs', 'peg_detr', 'detr-sine_r18-quarter_1xb4-2500i_shapes.py')
+#: the same DETR with Conditional-DETR's decoder and head (its reference-point sine at width 64)
+CDETR_SHAPES = osp.join('configs', 'peg_detr',
+                        'conditional-detr-sine_r18-quarter_1xb4-2500i_shapes.py')
+#: the PEG of the DETR variants: masked, 3x3, after the first encoder layer
+DETR_PEG = dict(encoder_pos='peg', peg_after=(0, ),
+                peg_cfg=dict(type='mmposenc.MaskedPEG', kernel_size=3))
 #: CAPE with the paper's ViT augmentation, as configs/peg_*detr/*-cape_* set it
 CAPE = dict(encoder_pos='cape', level_embed=True,
             cape_cfg=dict(type='mmposenc.CAPE2d', max_global_shift=0.5, max_local_shift='auto',
@@ -71,12 +77,16 @@ VARIANTS: Dict[str, Tuple[str, str, str, dict]] = {
     'dd-peg': ('Deformable-DETR', 'PEG', osp.join(DD_DIR, DD_SHAPES.format('peg')), {}),
     'dd-cape': ('Deformable-DETR', 'CAPE', osp.join(DD_DIR, DD_SHAPES.format('sine')), CAPE),
     'detr-sine': ('DETR', 'sine', DETR_SHAPES, {}),
-    'detr-peg': ('DETR', 'PEG', DETR_SHAPES,
-                 dict(encoder_pos='peg', peg_after=(0, ),
-                      peg_cfg=dict(type='mmposenc.MaskedPEG', kernel_size=3))),
+    'detr-peg': ('DETR', 'PEG', DETR_SHAPES, DETR_PEG),
     'detr-rope-mixed': ('DETR', 'RoPE-Mixed', DETR_SHAPES, dict(encoder_pos=ROPE_MIXED_POS)),
+    'cdetr-sine': ('Conditional-DETR', 'sine', CDETR_SHAPES, {}),
+    'cdetr-peg': ('Conditional-DETR', 'PEG', CDETR_SHAPES, DETR_PEG),
+    'cdetr-rope-mixed': ('Conditional-DETR', 'RoPE-Mixed', CDETR_SHAPES,
+                         dict(encoder_pos=ROPE_MIXED_POS)),
 }
-FAMILIES = ('Deformable-DETR', 'DETR')
+FAMILIES = ('Deformable-DETR', 'DETR', 'Conditional-DETR')
+#: family names in the figure's legends
+SHORT = {'Deformable-DETR': 'DD', 'Conditional-DETR': 'C-DETR'}
 DEFAULT_SCALES = ('0.5', '0.75', '1', '1.25', '1.5', '2', '1x0.75', '0.75x1', '1x1.5', '1.5x1')
 #: the demo's data (tools/demo.py SHAPES): 1000 train / 100 val images of 96-128 px
 SHAPES = dict(num_train=1000, num_val=100, min_size=96, max_size=128, object_size=(0.25, 0.5))
@@ -704,7 +714,7 @@ def plot(summary: dict, out_file: str, band: str = 'minmax', title: str = '') ->
             pos = np.arange(len(ns)) + (k - (len(names) - 1) / 2) * width
             yerr = [np.maximum(m - lo, 0), np.maximum(hi - m, 0)]  # >= 0 under rounding
             ax.errorbar(pos, m, yerr=yerr, fmt='o', ms=4, capsize=2,
-                        label=f"{'DD' if s['family'] == 'Deformable-DETR' else s['family']} "
+                        label=f"{SHORT.get(s['family'], s['family'])} "
                         f"{s['label']}")
         ax.set_xticks(np.arange(len(ns)))
         ax.set_xticklabels(ns)
