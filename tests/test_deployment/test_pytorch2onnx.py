@@ -1,7 +1,6 @@
 """tools/deployment/pytorch2onnx.py: PEG-DETR, PEG-Deformable-DETR and CPVT exported with a
 dynamic height and width run in onnxruntime like in PyTorch at several resolutions."""
 import os.path as osp
-import subprocess
 import sys
 
 import pytest
@@ -200,22 +199,30 @@ def test_drop_pretrained_finds_nested_and_listed_init_cfgs():
     assert cfg['neck'][0]['init_cfg'] is None and cfg['head']['init_cfg'] == dict(type='Normal')
 
 
-@pytest.mark.slow  # a subprocess importing the stack (~15 s)
-def test_cli_config_and_checkpoint(tmp_path):
+def test_cli_config_and_checkpoint(tmp_path, monkeypatch, capsys):
+    """``python tools/deployment/pytorch2onnx.py CONFIG --checkpoint ... --check-shape ...``:
+    the tool's ``__main__`` block run in this process (its argument parsing, the export and
+    the table it prints), from a folder outside the repository. (The tool run as ``python
+    <tool>`` in a fresh process, up to its config parsing:
+    tests/test_tools/test_tools_as_users_run_them.py's config tools.)"""
+    import runpy
     model = _classifier(TINY_CPVT)
     ckpt = tmp_path / 'tiny.pth'
     torch.save({'state_dict': model.state_dict()}, ckpt)
     cfg = tmp_path / 'tiny_cpvt.py'
     cfg.write_text(f"default_scope = 'mmpretrain'\nmodel = {TINY_CPVT!r}\n")
     out = tmp_path / 'tiny.onnx'
-    res = subprocess.run([
-        sys.executable, osp.join(REPO_ROOT, 'tools', 'deployment', 'pytorch2onnx.py'), str(cfg),
-        '--checkpoint', str(ckpt), '--out', str(out), '--shape', '64', '96', '--check-shape',
-        '96', '64', '--check-shape', '128', '128'
-    ], capture_output=True, text=True, cwd=REPO_ROOT)
-    assert res.returncode == 0, res.stderr[-3000:]
+    tool = osp.join(REPO_ROOT, 'tools', 'deployment', 'pytorch2onnx.py')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, 'path', list(sys.path))
+    monkeypatch.setattr(sys, 'argv', [
+        tool, str(cfg), '--checkpoint', str(ckpt), '--out', str(out), '--shape', '64', '96',
+        '--check-shape', '96', '64', '--check-shape', '128', '128'])
+    capsys.readouterr()
+    runpy.run_path(tool, run_name='__main__')  # a failed check ends in SystemExit
+    stdout = capsys.readouterr().out
     assert out.exists()
-    table = [line for line in res.stdout.splitlines() if line.startswith('| ')]
+    table = [line for line in stdout.splitlines() if line.startswith('| ')]
     assert len(table) == 3 and table[1].startswith('| 96 x 64 ') and table[2].endswith('yes |')
 
 
