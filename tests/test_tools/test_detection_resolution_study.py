@@ -1,16 +1,18 @@
 """tools/analysis/detection_resolution_study.py (issue 23.2): the test-scale specs, the rewrite
 of the shipped shapes configs' test pipeline (run by mmdet's transforms on a generated image),
 the variants' encodings, the report rebuilt from stored run files in a fresh process, the
-MSDA switch, and one quick end-to-end run (train, evaluate at two scales, resume)."""
+MSDA switch, and one quick end-to-end run (a failed GPU run retried on the CPU, evaluated at
+two scales, resumed, its checkpoint evaluated by ``--config`` mode)."""
 import json
-import os
 import os.path as osp
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from conftest import REPO_ROOT
+from forked_runs import run_tools
 
 sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'analysis'))
 import detection_resolution_study as study  # noqa: E402
@@ -169,57 +171,53 @@ def test_msda_pytorch_switch(monkeypatch):
     assert msda.IS_CUDA_AVAILABLE is False
 
 
-def test_quick_study_end_to_end_and_resume(tmp_path):
-    """``--quick`` in a temporary working directory: the demo-sized DETR trained for a few
-    iterations, evaluated at scale 1 (added) and 1x0.75; a second call resumes (nothing to
-    do) and rebuilds the report."""
-    argv = [sys.executable, SCRIPT, '--quick', '--variants', 'detr-rope-mixed', '--seeds', '0',
-            '--scales', '1x0.75', '--out-dir', 'out']
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+def test_quick_study_retry_on_cpu_resume_and_checkpoint(tmp_path, monkeypatch):
+    """``--quick`` in a temporary working directory, the demo-sized DETR trained for a few
+    iterations and evaluated at scale 1 (added) and 1x0.75. The run starts in the GPU slot
+    (``--device cuda --retry-on-cpu``; no CUDA in the workers, CUDA_VISIBLE_DEVICES=''),
+    fails there, is started again on the CPU and its record says so; the failed attempt's log
+    is kept. (The study's own functions, as ``main`` calls them: the command line refuses
+    ``--device cuda`` where there is no CUDA.) Then the command line from the user's folder:
+    a second call resumes (nothing to do), makes the data again in the user's data/ and
+    rebuilds the report; ``--config`` mode on the run's checkpoint gives the study's numbers.
+    The command lines run as ``python <tool>`` in children forked from one interpreter
+    (tests/forked_runs.py)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '')  # the GPU slot's worker finds no CUDA
+    quick = ['--quick', '--variants', 'detr-rope-mixed', '--seeds', '0', '--scales', '1x0.75',
+             '--out-dir', 'out']
+    args = study.parse_args(quick + ['--device', 'cuda', '--jobs', '1', '--retry-on-cpu'])
+    args.data_dir = study.prepare_data(args.data_dir, quick=True)
+    assert study.run_study(args) == []
     rec = json.loads((tmp_path / 'out' / 'runs' / 'detr-rope-mixed__seed0.json').read_text())
     assert [r['scale'] for r in rec['scales']] == ['1', '1x0.75']
     assert all(0 <= r['metrics']['coco/bbox_mAP'] <= 1 for r in rec['scales'])
     assert rec['iters'] == 4 and rec['device'] == 'cpu' and rec['label'] == 'RoPE-Mixed'
-    assert (tmp_path / 'data' / 'shapes_coco_demo_quick').is_dir()  # the user's paths
-    again = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert again.returncode == 0 and '0 run(s) to do' in again.stdout
-    assert (tmp_path / 'out' / 'detection_resolution.png').is_file()
-    # the run's checkpoint through --config mode: the same numbers as the study's own evaluation
+    failed_log = (tmp_path / 'out' / 'work' / 'detr-rope-mixed__seed0.cuda-failed.log')
+    assert 'torch.cuda.is_available() is False' in failed_log.read_text()
+    # the command line: the data made again in the user's data/, the run resumed, the report;
+    # the run's checkpoint through --config mode: the same numbers as the study's evaluation
+    shutil.rmtree(tmp_path / 'data')
     data = 'data/shapes_coco_demo_quick/'
     ann = data + 'annotations/instances_val.json'
     ckpt = tmp_path / 'out' / 'work' / 'detr-rope-mixed__seed0' / 'iter_4.pth'
-    out = subprocess.run(
-        [sys.executable, SCRIPT, '--config', osp.join(REPO_ROOT, study.DETR_SHAPES),
-         '--checkpoint', str(ckpt), '--scales', '1x0.75', '1', '--out', 'ckpt.json',
-         '--cfg-options', 'model.encoder_pos=rope_mixed',
-         f'test_dataloader.dataset.data_root={data}', f'test_evaluator.ann_file={ann}'],
-        capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    again, evaluated = run_tools([
+        dict(argv=[SCRIPT] + quick, cwd=str(tmp_path)),
+        dict(argv=[SCRIPT, '--config', osp.join(REPO_ROOT, study.DETR_SHAPES),
+                   '--checkpoint', str(ckpt), '--scales', '1x0.75', '1', '--out', 'ckpt.json',
+                   '--cfg-options', 'model.encoder_pos=rope_mixed',
+                   f'test_dataloader.dataset.data_root={data}',
+                   f'test_evaluator.ann_file={ann}'], cwd=str(tmp_path))])
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert '0 run(s) to do' in again.stdout
+    assert (tmp_path / 'data' / 'shapes_coco_demo_quick').is_dir()  # the user's paths
+    assert (tmp_path / 'out' / 'detection_resolution.png').is_file()
+    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
     rows = json.loads((tmp_path / 'ckpt.json').read_text())['scales']
     assert [r['scale'] for r in rows] == ['1x0.75', '1']
     study_ap = {r['scale']: r['metrics']['coco/bbox_mAP'] for r in rec['scales']}
     assert {r['scale']: r['metrics']['coco/bbox_mAP'] for r in rows} == study_ap
-
-
-@pytest.mark.slow  # a second quick training run (the first: the end-to-end test)
-@pytest.mark.skipif(__import__('torch').cuda.is_available(), reason='needs a machine without '
-                    'CUDA, where a --device cuda run fails')
-def test_a_run_that_fails_on_the_gpu_runs_again_on_the_cpu(tmp_path, monkeypatch):
-    """``--retry-on-cpu``: the run started in the GPU slot fails (no CUDA here), is started
-    again on the CPU and its record says so; the failed attempt's log is kept."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv('OMP_NUM_THREADS', '1')
-    args = study.parse_args(['--quick', '--variants', 'detr-sine', '--seeds', '0', '--scales',
-                             '0.5', '--device', 'cuda', '--jobs', '1', '--retry-on-cpu',
-                             '--out-dir', 'out'])
-    args.data_dir = study.prepare_data(args.data_dir, quick=True)
-    assert study.run_study(args) == []
-    rec = json.loads((tmp_path / 'out' / 'runs' / 'detr-sine__seed0.json').read_text())
-    assert rec['device'] == 'cpu' and [r['scale'] for r in rec['scales']] == ['1', '0.5']
-    failed_log = (tmp_path / 'out' / 'work' / 'detr-sine__seed0.cuda-failed.log').read_text()
-    assert 'torch.cuda.is_available() is False' in failed_log
 
 
 def test_deadline_stops_the_runs_and_the_archive_keeps_the_finished(tmp_path, monkeypatch):
