@@ -24,10 +24,11 @@ CONFIGS = {
                             [128, 256, 512]),
 }
 
-# The shipped config (its transformer, PEG, schedule and checkpoint hook), at a CPU-friendly
-# scale: 192 px, the backbone a ResNet-18 (the same PaddingExactResNet) without a pretrained
-# download, 4 training images (one epoch: 2 iterations of 2), evaluation on 4 images against
-# the full coco128 annotations.
+# The shipped config (its transformer layers, PEG after encoder layer 0, schedule and
+# checkpoint hook), at a CPU-friendly scale: 192 px, the backbone a ResNet-18 (the same
+# PaddingExactResNet) without a pretrained download, two encoder and two decoder layers (the
+# PEG between them, as in the six-layer encoder) and 20 queries, 2 training images (one epoch:
+# one iteration of 2), evaluation on 2 images against the full coco128 annotations.
 SMALL = """
 _base_ = '{base}'
 data_root = '{root}/'
@@ -45,15 +46,17 @@ small_test = [
     dict(type='PackDetInputs',
          meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor'))
 ]
-model = dict(backbone=dict(depth=18, init_cfg=None), neck=dict(in_channels={neck_in}))
+model = dict(backbone=dict(depth=18, init_cfg=None), neck=dict(in_channels={neck_in}),
+             num_queries=20, encoder=dict(num_layers=2), decoder=dict(num_layers=2),
+             test_cfg=dict(max_per_img=20))
 train_dataloader = dict(
     batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(data_root=data_root, ann_file='annotations/instances_train2017.json',
-                 data_prefix=dict(img='train2017/'), indices=4, pipeline=small_train))
+                 data_prefix=dict(img='train2017/'), indices=2, pipeline=small_train))
 val_dataloader = dict(
     batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(data_root=data_root, ann_file='annotations/instances_train2017.json',
-                 data_prefix=dict(img='train2017/'), indices=4, pipeline=small_test))
+                 data_prefix=dict(img='train2017/'), indices=2, pipeline=small_test))
 test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_train2017.json')
 test_evaluator = val_evaluator
