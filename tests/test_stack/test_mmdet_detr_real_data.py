@@ -1,5 +1,9 @@
 """mmdet's own DETR and Deformable-DETR configs run one training step and one predict step on
-CPU, on two real COCO images loaded through mmdet's CocoDataset pipeline."""
+CPU, on two real COCO images loaded through mmdet's CocoDataset pipeline.
+
+The configs' transformers, heads, losses and optimizers as mmdet ships them; only the backbone
+is a ResNet-18 (mmdet's ResNet at depth 18, the neck's inputs to match) instead of a ResNet-50:
+what is tested is the host's transformer stack on CPU, not the backbone."""
 import copy
 import os.path as osp
 
@@ -54,6 +58,9 @@ def test_host_detr_train_and_predict_step(config, coco128_root):
     init_default_scope('mmdet')
     cfg = get_config(config)  # resolves the 'mmdet::' prefix
     cfg.model.backbone.init_cfg = None  # no download; the weights do not matter here
+    cfg.model.backbone.depth = 18  # ResNet-18: its stages give 64, 128, 256, 512 channels
+    cfg.model.neck.in_channels = [
+        (64, 128, 256, 512)[i] for i in cfg.model.backbone.out_indices]
     model = MODELS.build(cfg.model)
     model.init_weights()
     data = _two_coco_images(cfg, coco128_root)
