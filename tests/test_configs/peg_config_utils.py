@@ -78,18 +78,23 @@ SUMMARY_CONSTRUCTOR = 'mmposenc.SummaryOptimWrapperConstructor'
 #: mmdet's ResNet with the padding-exact mode (issue 20; same parameters and state dict, the
 #: host's ResNet wherever no image of the batch is padded, and with padding_exact=False).
 EXACT_RESNET = 'mmposenc.PaddingExactResNet'
+#: mmposenc's detectors that only bind the image sizes for a padding-exact backbone, and the
+#: host class each extends (same arguments)
+EXACT_HOSTS = {'mmposenc.PaddingExactMask2Former': 'Mask2Former'}
 
 
 def as_host(value):
     """A plain copy of a config value as the host would write it: no ``_scope_`` keys, the
     dataset check's types mapped back to the host's dataset, our optimizer constructor
-    dropped and the padding-exact ResNet mapped back to mmdet's ResNet, so that a shipped
-    config compares equal to the host config it extends."""
+    dropped and the padding-exact ResNet (and Mask2Former) mapped back to mmdet's, so that a
+    shipped config compares equal to the host config it extends."""
     if isinstance(value, dict):
         out = {k: as_host(v) for k, v in value.items() if k != '_scope_'}
         if out.get('type') == EXACT_RESNET:
             out['type'] = 'ResNet'
             out.pop('padding_exact', None)
+        if out.get('type') in EXACT_HOSTS:
+            out['type'] = EXACT_HOSTS[out['type']]
         if isinstance(out.get('type'), str) and out['type'].startswith(CHECKED_PREFIX):
             out['type'] = out['type'][len(CHECKED_PREFIX):]
         if out.get('constructor') == SUMMARY_CONSTRUCTOR:

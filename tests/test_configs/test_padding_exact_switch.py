@@ -324,13 +324,14 @@ def test_seg_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_pat
 
 
 
-# RetinaNet / Mask R-CNN on our PEG backbones (issue 20, item 3): the exact classes
-# (mmposenc.PaddingExactRetinaNet / PaddingExactMaskRCNN, MaskedFPN, PaddingExactRetinaHead /
-# PaddingExactRPNHead, the backbone's padding_exact) would be on by default where the measured
-# cost, exact / stock in one process (tools/benchmark/padding_exact_cost.py --configs CONFIG
+# RetinaNet / Mask R-CNN on our PEG backbones and mmdet's Mask2Former (issue 20, item 3): the
+# exact classes (mmposenc.PaddingExactRetinaNet / PaddingExactMaskRCNN with MaskedFPN,
+# PaddingExactRetinaHead / PaddingExactRPNHead; PaddingExactMask2Former with
+# PaddingExactResNet; the backbone's padding_exact) are on by default where the measured cost,
+# exact / stock in one process (tools/benchmark/padding_exact_cost.py --configs CONFIG
 # --clock cpu --threads 1 --repeats 3: two COCO128 images at 1333 x 800 per batch), is at most
-# 3 % in both the train step and predict. Measured above it: shipped with mmdet's classes
-# (the ratio in the config and its README, which says how to turn the mode on).
+# 3 % in both the train step and predict (medians). Measured above it: shipped with mmdet's
+# classes (the ratio in the config and its README, which says how to turn the mode on).
 DENSE_OFF = {
     'pvt_peg/retinanet_pvt-peg-t_fpn_1x_coco.py': 'train step 1.079',
     'swin_peg/mask-rcnn_swin-peg-t-p4-w7_fpn_1x_coco.py': 'predict 1.116',
@@ -339,18 +340,215 @@ DENSE_OFF = {
     'pvt_peg/mask-rcnn_pvt-peg-t_fpn_1x_coco.py': 'predict 1.075',
     'pervit/mask-rcnn_pervit-t_fpn_1x_coco.py': 'predict 1.482',
 }
-#: mmposenc's exact dense detectors and the mmdet classes they extend.
+#: On by default: the measured medians (in the config's comment), train step and predict.
+DENSE_ON = {
+    'swin_peg/retinanet_swin-peg-t-p4-w7_fpn_1x_coco.py': ('train step 1.026', 'predict 0.989'),
+    'cpvt/mask-rcnn_cpvt-s_fpn_1x_coco.py': ('train step 1.001', 'predict 1.025'),
+    **dict.fromkeys([f'peg_mask2former/mask2former-{pos}_r50_8xb2-lsj-50e_coco{task}.py'
+                     for pos in ('sine', 'peg', 'nope') for task in ('', '-panoptic')],
+                    ('train step 1.012', 'predict 0.957')),
+}
+#: mmposenc's exact classes and the mmdet classes they extend (same arguments and state dict).
 EXACT_DENSE = {'mmposenc.PaddingExactRetinaNet': 'RetinaNet',
-               'mmposenc.PaddingExactMaskRCNN': 'MaskRCNN'}
+               'mmposenc.PaddingExactMaskRCNN': 'MaskRCNN',
+               'mmposenc.PaddingExactMask2Former': 'Mask2Former'}
+EXACT_PARTS = {'mmposenc.MaskedFPN': 'FPN', 'mmposenc.PaddingExactRetinaHead': 'RetinaHead',
+               'mmposenc.PaddingExactRPNHead': 'RPNHead', 'mmposenc.PaddingExactResNet': 'ResNet'}
 
 
-@pytest.mark.parametrize('config', DENSE_OFF)
+def config_types(node):
+    """Every ``type`` a config writes."""
+    if isinstance(node, dict):
+        return [node.get('type'), *(t for v in node.values() for t in config_types(v))]
+    if isinstance(node, (list, tuple)):
+        return [t for v in node for t in config_types(v)]
+    return []
+
+
+@pytest.mark.parametrize('config', [*DENSE_OFF, *DENSE_ON])
 def test_shipped_dense_configs_are_padding_exact_where_it_costs_at_most_3_percent(config):
     """Above 3 %: mmdet's detector, no part with the mode on, the measured ratio in the
-    config's comment."""
+    config's comment. Within 3 %: the exact detector, neck and heads (no mmdet FPN /
+    RetinaHead / RPNHead / ResNet left), every switch the config writes on (the backbone's
+    among them), both measured ratios in the comment."""
     path = osp.join(REPO_ROOT, 'configs', config)
     model = load(path).model
-    assert model.type in EXACT_DENSE.values(), DENSE_OFF[config]
-    assert not any(on for _, on in config_switches(model)), config_switches(model)
-    with open(path) as f:
-        assert DENSE_OFF[config].split()[-1] in f.read()
+    if config.startswith('peg_mask2former/'):  # the variants inherit the sine config's cost
+        path = osp.join(osp.dirname(path), 'mask2former-sine_' + config.split('_', 2)[2])
+    with open(path) as f:  # the comment's words, across its line breaks
+        text = ' '.join(f.read().replace('#', ' ').split())
+    if config in DENSE_OFF:
+        assert model.type in EXACT_DENSE.values(), DENSE_OFF[config]
+        assert not any(on for _, on in config_switches(model)), config_switches(model)
+        assert DENSE_OFF[config].split()[-1] in text
+        return
+    assert model.type in EXACT_DENSE, DENSE_ON[config]
+    types = config_types(model)
+    assert not set(types) & set(EXACT_PARTS.values()), types
+    assert model.backbone.padding_exact is True
+    assert all(on for _, on in config_switches(model)), config_switches(model)
+    assert all(ratio in text for ratio in DENSE_ON[config]), DENSE_ON[config]
+
+
+def stock_dense(cfg):
+    """The host's classes on the same config (mmdet's RetinaNet / MaskRCNN / Mask2Former,
+    FPN, RetinaHead / RPNHead, ResNet), every other part's ``padding_exact`` False."""
+    import copy
+    cfg = copy.deepcopy(cfg)
+    cfg.model.type = EXACT_DENSE[cfg.model.type]
+    cfg.model.pop('padding_exact', None)
+
+    def host(node):
+        if isinstance(node, dict):
+            if node.get('type') in EXACT_PARTS:
+                node['type'] = EXACT_PARTS[node['type']]
+                node.pop('padding_exact', None)
+            elif 'padding_exact' in node:
+                node['padding_exact'] = False
+            for value in node.values():
+                host(value)
+        elif isinstance(node, list):
+            for value in node:
+                host(value)
+    host(cfg.model)
+    if 'panoptic_head' in cfg.model:  # Mask2Former's padding-aware head: its switch off
+        cfg.model.panoptic_head.padding_exact = False
+    return cfg
+
+
+def trained_like_norms(model, gen):
+    """Random norm affine parameters and BatchNorm statistics (fresh norms leave the padded
+    region of a CNN zero, which hides what the padding does)."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm2d)):
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.normal_(0, 0.5, generator=gen)
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.normal_(0, 0.5, generator=gen)
+                m.running_var.uniform_(0.5, 2.0, generator=gen)
+
+
+def top_detections(cfg):
+    """The test config's 10 best detections per image, whatever their score (score_thr 0:
+    random weights score below mmdet's thresholds, and nothing would be compared; 10, not
+    100: Mask R-CNN's mask head on 100 RoIs is most of the CPU time)."""
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in (('score_thr', 0.), ('max_per_img', 10),
+                               ('max_per_image', 10)):
+                if key in node:
+                    node[key] = value
+            for value in node.values():
+                walk(value)
+    walk(cfg.model.test_cfg)
+    return cfg
+
+
+#: Built and run by the switch test: one config per exact detector class (the Mask2Former
+#: variants differ in the pixel decoder's encoder only; the panoptic ones in the classes).
+DENSE_SWITCHED = ('swin_peg/retinanet_swin-peg-t-p4-w7_fpn_1x_coco.py',
+                  'cpvt/mask-rcnn_cpvt-s_fpn_1x_coco.py',
+                  'peg_mask2former/mask2former-peg_r50_8xb2-lsj-50e_coco.py')
+
+
+@pytest.mark.parametrize('config', DENSE_SWITCHED)
+def test_dense_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_path, config):
+    """The shipped detection config (on), the user's one line (off) and the host's classes
+    (stock): every part on / off, the same state dict (a stock checkpoint with trained-like
+    norms loads strictly into the shipped model and back), off computes what the host
+    computes on a padded batch bit for bit (scores, boxes, labels, masks), on does not."""
+    from mmdet.structures import DetDataSample
+
+    from mmposenc.models.utils.padding_exact import padding_exact_parts
+    base = osp.join(REPO_ROOT, 'configs', config)
+    models = {'on': build(top_detections(load(base))),
+              'off': build(top_detections(load(user_config(tmp_path, base, OFF_LINE)))),
+              'stock': build(top_detections(stock_dense(load(base))))}
+    host = EXACT_DENSE[load(base).model.type]
+    assert type(models['stock']).__name__ == host
+    assert type(models['stock'].backbone).__module__.startswith(
+        'mmdet' if host == 'Mask2Former' else 'mmposenc')
+    parts = {k: {n: m.padding_exact for n, m in padding_exact_parts(model)}
+             for k, model in models.items()}
+    assert 'backbone' in parts['on'] and all(parts['on'].values()), parts['on']
+    assert parts['off'] == dict.fromkeys(parts['on'], False)
+    assert set(parts['stock']) < set(parts['on']) and not any(parts['stock'].values())
+    if host == 'MaskRCNN':
+        assert models['on'].edge_pad_rois and not models['off'].edge_pad_rois
+    shapes = {k: {n: v.shape for n, v in m.state_dict().items()} for k, m in models.items()}
+    assert shapes['on'] == shapes['off'] == shapes['stock']
+    trained_like_norms(models['stock'], torch.Generator().manual_seed(0))
+    for src, dst in (('stock', 'on'), ('on', 'off'), ('off', 'stock')):
+        models[dst].load_state_dict(models[src].state_dict(), strict=True)
+    # a padded batch of two images of different sizes, through the shipped preprocessor
+    gen = torch.Generator().manual_seed(0)
+    sizes = [(64, 80), (48, 96)]
+    data = models['on'].data_preprocessor(dict(
+        inputs=[torch.randint(0, 256, (3, h, w), generator=gen, dtype=torch.uint8)
+                for h, w in sizes],
+        data_samples=[DetDataSample(metainfo=dict(img_shape=s, ori_shape=s,
+                                                  scale_factor=(1., 1.))) for s in sizes]),
+        False)
+    assert tuple(data['inputs'].shape[-2:]) == (64, 96)
+    preds = {}
+    for k, model in models.items():
+        with torch.no_grad():
+            preds[k] = [s.pred_instances for s in model.eval().predict(
+                data['inputs'], [s.clone() for s in data['data_samples']])]
+    for a, b in zip(preds['off'], preds['stock']):
+        assert len(a) > 0 and torch.equal(a.labels, b.labels)
+        assert torch.equal(a.scores, b.scores) and torch.equal(a.bboxes, b.bboxes)
+        assert 'masks' not in a or torch.equal(a.masks, b.masks)
+    assert any(len(a) != len(b) or (a.scores - b.scores).abs().max() > 1e-4
+               for a, b in zip(preds['on'], preds['stock']))
+
+
+@pytest.mark.parametrize('norm_eval', [True, False])
+def test_mask2former_resnet_frozen_norms_keep_training_exact(tmp_path, norm_eval):
+    """The COCO Mask2Former's ResNet-50 as shipped (mmdet's frozen BatchNorm, norm_eval=True):
+    with the one line off it is mmdet's ResNet bit for bit on a padded batch, in train and in
+    eval mode; on, each image's maps are those of the image alone (<= 1e-5) in both modes,
+    because norm_eval keeps BatchNorm in eval mode while training. With norm_eval=False (a
+    user's change) training mode normalises with the batch's statistics, padding included:
+    not exact (eval mode still is)."""
+    from mmdet.models.backbones import ResNet
+    from mmengine.registry import init_default_scope
+
+    from mmposenc.models.utils.padding_exact import backbone_image_shapes
+    from mmposenc.registry import MODELS
+    import mmposenc.models.detectors  # noqa: F401
+    base = osp.join(REPO_ROOT, 'configs', 'peg_mask2former',
+                    'mask2former-peg_r50_8xb2-lsj-50e_coco.py')
+    norms = '' if norm_eval else 'backbone=dict(norm_eval=False)'
+    init_default_scope('mmdet')
+    shipped = load(user_config(tmp_path, base, f'model = dict({norms})\n')).model.backbone
+    assert shipped.norm_eval is norm_eval and shipped.frozen_stages == -1
+    on = MODELS.build({**shipped, 'init_cfg': None})
+    off = build(load(user_config(
+        tmp_path, base, f'model = dict(padding_exact=False, {norms})\n'))).backbone
+    assert off.norm_eval is norm_eval
+    stock = ResNet(**{k: v for k, v in shipped.items()
+                      if k not in ('type', 'padding_exact', 'init_cfg')})
+    assert on.padding_exact and not off.padding_exact
+    trained_like_norms(stock, torch.Generator().manual_seed(0))
+    on.load_state_dict(stock.state_dict())
+    off.load_state_dict(stock.state_dict())
+    gen = torch.Generator().manual_seed(1)
+    sizes = [(70, 90), (100, 64)]
+    alone = [torch.randn(1, 3, h, w, generator=gen) for h, w in sizes]
+    batch = torch.zeros(2, 3, 100, 96)
+    for i, (h, w) in enumerate(sizes):
+        batch[i, :, :h, :w] = alone[i][0]
+    for train in (True, False):
+        for model in (on, off, stock):
+            model.train(train)
+        with torch.no_grad():
+            with backbone_image_shapes(off, sizes):
+                assert all(torch.equal(a, b) for a, b in zip(off(batch), stock(batch)))
+            with backbone_image_shapes(on, sizes):
+                batched = on(batch)
+            # (in train mode the image alone is normalised by its own statistics too)
+            err = max((a[0] - b[i, :, :a.shape[2], :a.shape[3]]).abs().max().item()
+                      for i in range(2) for a, b in zip(on(alone[i]), batched))
+        assert (err <= 1e-5) is (norm_eval or not train), (train, err)
