@@ -1,8 +1,14 @@
-"""PEG backbones on real data: detection (coco128), segmentation (ADE20K sample and a
-COCO128-derived semantic set) and classification (COCO128 object crops).
+"""PEG backbones on real data: detection (coco128), segmentation (a COCO128-derived semantic
+set) and classification (COCO128 object crops).
 
 Each run is tiny (a handful of iterations, small images) and uses the shipped configs with
 only data paths, image sizes and schedules overridden.
+
+PVTPEG-T Semantic FPN on the ADE20K sample (the ADE20K layout loads, trains and reports mIoU)
+is tested by tests/test_packaging/test_startup_hook.py (the same shipped config trained by
+mmseg's tools/train.py and evaluated by its tools/test.py on the ADE20K sample, mIoU printed)
+and the ADE20K layout through our Runner by test_mmposenc_base_train_step.py
+(Mask2Former on the sample, trained and evaluated: mIoU).
 """
 import glob
 import importlib.util
@@ -86,7 +92,7 @@ test_pipeline = [
                                           'scale_factor'))]
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, dataset=dict(
     data_root=data_root, ann_file='annotations/instances_train2017.json',
-    data_prefix=dict(img='train2017/'), pipeline=train_pipeline, indices=8))
+    data_prefix=dict(img='train2017/'), pipeline=train_pipeline, indices=2))
 val_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, dataset=dict(
     data_root=data_root, ann_file='annotations/instances_train2017.json',
     data_prefix=dict(img='train2017/'), pipeline=test_pipeline, indices=2))
@@ -96,17 +102,21 @@ test_evaluator = val_evaluator
 # an untrained RetinaNet scores ~0.01 (its prior): keep every box so CocoMetric has work;
 # no ImageNet checkpoint of the backbone here (the shipped config names one)
 model = dict(test_cfg=dict(score_thr=0.0, max_per_img=20), backbone=dict(init_cfg=None))
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=2, val_interval=100)
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=1, val_interval=100)
 param_scheduler = []
 log_processor = dict(by_epoch=False)
 default_hooks = dict(logger=dict(interval=1),
-                     checkpoint=dict(by_epoch=False, interval=2))
+                     checkpoint=dict(by_epoch=False, interval=1))
 """)
     work_dir = str(tmp_path / 'work')
-    metrics = _train_and_test(cfg, work_dir, 2)
+    metrics = _train_and_test(cfg, work_dir, 1)
     losses = _log_values(work_dir, 'loss')
-    assert len(losses) == 2 and all(l == l and l > 0 for l in losses)  # finite, positive
+    assert len(losses) == 1 and all(l == l and l > 0 for l in losses)  # finite, positive
     assert 0.0 <= metrics['coco/bbox_mAP'] <= 1.0
+
+
+#: training iterations of the PVTPEG-T Semantic FPN that must learn the COCO128 semantic set
+LEARN_ITERS = 8
 
 
 def _semseg_cfg(tmp_path, body, model_extra=''):
@@ -123,32 +133,6 @@ default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, in
 {body}
 """)
     return cfg
-
-
-@pytest.mark.slow
-def test_pvt_peg_semantic_fpn_on_ade20k_sample(ade20k_sample_root, tmp_path):
-    """Format check: the ADE20K layout loads, trains and reports mIoU."""
-    root = ade20k_sample_root.rstrip('/') + '/sampleData/'
-    ds = f"""dict(type='ADE20KDataset', data_root='{root}',
-        data_prefix=dict(img_path='images', seg_map_path='annotations'), pipeline=PIPE)"""
-    body = f"""
-train_pipeline = [
-    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=True),
-    dict(type='RandomResize', scale=(256, 128), ratio_range=(0.8, 1.2), keep_ratio=True),
-    dict(type='RandomCrop', crop_size=crop_size), dict(type='PackSegInputs')]
-test_pipeline = [
-    dict(type='LoadImageFromFile'), dict(type='Resize', scale=(256, 128), keep_ratio=True),
-    dict(type='LoadAnnotations', reduce_zero_label=True), dict(type='PackSegInputs')]
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset={ds.replace('PIPE', 'train_pipeline')})
-val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
-    dataset={ds.replace('PIPE', 'test_pipeline')})
-test_dataloader = val_dataloader
-"""
-    cfg = _semseg_cfg(tmp_path, body)
-    cfg.write_text(cfg.read_text().replace('ITERS', '2'))
-    metrics = _train_and_test(cfg, str(tmp_path / 'work'), 2)
-    assert 0.0 <= metrics['mIoU'] <= 100.0
 
 
 @pytest.mark.slow
@@ -186,15 +170,17 @@ val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
     dataset={ds.replace('PIPE', 'test_pipeline').replace('SPLIT', 'val')})
 test_dataloader = val_dataloader
 optim_wrapper = dict(optimizer=dict(lr=1e-3))
+randomness = dict(seed=0)
 """
     cfg = _semseg_cfg(tmp_path, body, f'decode_head=dict(num_classes={len(classes)})')
-    # 15 iterations: the mean loss of the last 5 is ~0.2 of the first 5's (30 gave ~0.02)
-    cfg.write_text(cfg.read_text().replace('ITERS', '15'))
+    # 8 iterations (seed 0): the mean loss of the last 3 is 0.50 of the first 3's (0.924 ->
+    # 0.460); 15 iterations gave ~0.2 over the first and last 5, 30 ~0.02
+    cfg.write_text(cfg.read_text().replace('ITERS', str(LEARN_ITERS)))
     work_dir = str(tmp_path / 'work')
-    _train_and_test(cfg, work_dir, 15, test=False)
+    _train_and_test(cfg, work_dir, LEARN_ITERS, test=False)
     losses = _log_values(work_dir, 'loss')
-    assert len(losses) == 15
-    first, last = np.mean(losses[:5]), np.mean(losses[-5:])
+    assert len(losses) == LEARN_ITERS
+    first, last = np.mean(losses[:3]), np.mean(losses[-3:])
     print(f'PVTPEG-T Semantic FPN on COCO128 semseg: loss {first:.3f} -> {last:.3f} '
           f'({last / first:.2f} of the first, bound 0.8)')
     assert last < 0.8 * first, losses
@@ -203,8 +189,10 @@ optim_wrapper = dict(optimizer=dict(lr=1e-3))
 @pytest.mark.slow
 def test_cpvt_tiny_classifier_on_coco_crops_at_several_resolutions(coco128_root, tmp_path):
     """CPVT-Ti (depth shrunk to 4) learns COCO128 object crops at 64 px and is evaluated at
-    48, 64, 96 and 80x112 px with no fine-tuning and no interpolation. 40 iterations: the
-    logged loss falls from ~1.0 (mean of the first 8) to ~0.7 (last 8; ~0.6 after 80)."""
+    48, 64, 96 and 80x112 px with no fine-tuning and no interpolation (the trained weights of
+    the one Runner, a TestLoop per resolution). 20 iterations (seed 0): the logged loss falls
+    from 1.046 (mean of the first 5) to 0.837 (last 5; 40 iterations: 1.009 -> 0.701 over the
+    first and last 8)."""
     import torch
     from mmengine.config import Config
     from mmengine.runner import Runner
@@ -246,13 +234,15 @@ def test_cpvt_tiny_classifier_on_coco_crops_at_several_resolutions(coco128_root,
     cfg.test_dataloader = loader('val', (64, 64), False)
     cfg.test_evaluator = dict(type='Accuracy', topk=(1, ))
     cfg.test_cfg = dict()
-    cfg.train_cfg = dict(by_epoch=False, max_iters=40)
+    cfg.train_cfg = dict(by_epoch=False, max_iters=CPVT_ITERS)
     cfg.param_scheduler = []
     cfg.optim_wrapper.optimizer.lr = 1e-3
     cfg.optim_wrapper.optimizer.weight_decay = 0.01
     cfg.log_processor = dict(by_epoch=False)
     cfg.default_hooks.logger = dict(type='LoggerHook', interval=1)
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', by_epoch=False, interval=40)
+    # no checkpoint: the resolutions are tested with the trained weights in memory
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', by_epoch=False,
+                                        interval=CPVT_ITERS + 1, save_last=False)
     cfg.work_dir = str(tmp_path / 'work')
     cfg.randomness = dict(seed=0)
     threads = torch.get_num_threads()
@@ -263,21 +253,25 @@ def test_cpvt_tiny_classifier_on_coco_crops_at_several_resolutions(coco128_root,
         torch.set_num_threads(threads)
 
 
+#: training iterations of the CPVT-Ti classifier on the COCO128 crops
+CPVT_ITERS = 20
+
+
 def _train_and_test_cpvt(cfg, loader, Runner):
     import numpy as np
+    from mmengine.runner import TestLoop
     runner = Runner.from_cfg(cfg)
     runner.train()
     losses = _log_values(cfg.work_dir, 'loss')
-    assert len(losses) == 40 and np.mean(losses[-8:]) < np.mean(losses[:8]), losses
+    assert len(losses) == CPVT_ITERS, losses
+    first, last = np.mean(losses[:5]), np.mean(losses[-5:])
+    print(f'CPVT-Ti on COCO128 crops: loss {first:.3f} -> {last:.3f}')
+    assert last < first, losses
 
     accs = {}
     for size in [(48, 48), (64, 64), (96, 96), (80, 112)]:
-        cfg.test_dataloader = loader('val', size, False)
-        cfg.load_from = osp.join(cfg.work_dir, 'iter_40.pth')
-        cfg.train_dataloader = cfg.train_cfg = cfg.optim_wrapper = None
-        cfg.param_scheduler = None
-        cfg.experiment_name = f'test_{size[0]}x{size[1]}'
-        metrics = Runner.from_cfg(cfg).test()
+        # the config's test evaluator on the validation crops resized to `size`
+        metrics = TestLoop(runner, loader('val', size, False), cfg.test_evaluator).run()
         accs[size] = metrics['accuracy/top1']
     # every resolution runs with the same weights and gives a valid accuracy
     assert all(0.0 <= a <= 100.0 for a in accs.values()), accs
