@@ -2,11 +2,12 @@
 
 The shipped ``configs/swin_peg/mask2former-peg_swin-peg-t_8xb2-160k_ade20k-512x512.py``
 (SwinPEG in padding-exact mode, PaddingExactEncoderDecoder, PaddingAwareSegMask2FormerHead,
-BatchPaddingSegDataPreprocessor), loaded by path and narrowed (widths, depths, queries: CPU
-time), on two real ADE20K images through the config's own test pipeline (512 x 683 and
-512 x 703) and its data preprocessor: each image batched (padded to 512 x 704) gets the seg
-logits and the segmentation it gets alone (unpadded), where the stock computation on the same
-weights does not; each step of the head and pixel decoder left out breaks it.
+BatchPaddingSegDataPreprocessor), loaded by path and narrowed (widths, depths, queries, 8 of
+the 150 classes: CPU time), on two real ADE20K images through the config's own test
+pipeline (512 x 683 and 512 x 703) and its data preprocessor: each image batched (padded to
+512 x 704) gets the seg logits and the segmentation it gets alone (unpadded), where the stock
+computation on the same weights does not; each step of the head and pixel decoder left out
+breaks it.
 mmdet's Mask2Former (instance masks and scores) on COCO128: the same with
 PaddingExactMask2Former + PaddingExactResNet.
 """
@@ -23,6 +24,9 @@ SEG_CONFIG = 'configs/swin_peg/mask2former-peg_swin-peg-t_8xb2-160k_ade20k-512x5
 DET_CONFIG = 'configs/peg_mask2former/mask2former-peg_r50_8xb2-lsj-50e_coco.py'
 ADE_IMAGES = ('ADE_val_00000001', 'ADE_val_00000002')  # 512 x 683 and 512 x 703 after Resize
 DIMS = 32
+#: ADE20K classes kept in the narrowed seg head: the seg logits (one map per class at each
+#: image's original size) and their comparison dominated the CPU time with all 150
+NUM_CLASSES = 8
 
 
 def narrow_head(head):
@@ -69,6 +73,9 @@ def seg(ade20k_sample_root):
     cfg.model.backbone.arch = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 1, 2, 2])
     cfg.model.decode_head.in_channels = [16, 32, 64, 128]
     narrow_head(cfg.model.decode_head)
+    head = cfg.model.decode_head  # NUM_CLASSES of ADE20K's 150 (and the no-object class)
+    head.num_classes = NUM_CLASSES
+    head.loss_cls.class_weight = head.loss_cls.class_weight[:NUM_CLASSES] + [0.1]
     torch.manual_seed(0)
     model = MODELS.build(cfg.model)
     model.init_weights()
@@ -111,11 +118,11 @@ def seg_alone_vs_batched(model, packed, alone):
 def test_shipped_seg_config_alone_equals_batched(seg, seg_alone):
     model, packed, _ = seg
     logits, labels = seg_alone_vs_batched(model, packed, seg_alone)
-    assert logits <= 1e-4 and labels == 0, (logits, labels)  # measured 1e-7
+    assert logits <= 1e-4 and labels == 0, (logits, labels)  # measured 1.1e-6
     stock = copy.deepcopy(model)
     stock.backbone.padding_exact = stock.decode_head.padding_exact = False
     logits, _ = seg_alone_vs_batched(stock, packed, seg_alone)
-    assert logits > 1e-2, logits
+    assert logits > 1e-2, logits  # measured 0.46
 
 
 @pytest.mark.parametrize('step', ['backbone', 'fpn', 'key_pos', 'key_mask', 'attn_mask_resize',
@@ -131,8 +138,7 @@ def test_seg_fails_without_each_step(seg, seg_alone, step):
         model.decode_head._exact_steps = EXACT_STEPS - {step}
         model.decode_head.pixel_decoder._exact_steps = EXACT_STEPS - {step}
     logits, _ = seg_alone_vs_batched(model, packed, seg_alone)
-    print(step, logits)
-    assert logits > 1e-5, logits
+    assert logits > 1e-5, logits  # measured 2.7e-4 (key_pos) to 0.43
 
 
 COCO_IMAGES = ('000000000009.jpg', '000000000404.jpg')  # 480 x 640, 640 x 426
