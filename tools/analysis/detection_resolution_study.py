@@ -383,8 +383,8 @@ def run_one(args) -> dict:
             return json.load(f)
     code = code_state()  # now, as the modules are imported: a checkout may change later
     import torch
+    check_device(args.device)  # before the heavy imports: a run without its device ends here
     from mmengine.runner import Runner
-    check_device(args.device)
     torch.set_num_threads(args.threads)
     register_hosts()
     msda = use_msda_pytorch(args.msda, args.device)
