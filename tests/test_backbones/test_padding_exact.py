@@ -4,7 +4,9 @@ batched to 640 x 640), every stage's map of each image, on its ``ceil(size / str
 equals the map of the image alone, with trained-like weights (random norm affine parameters,
 BatchNorm statistics measured on the images then shifted, non-zero residual norms: freshly
 initialised norms keep the padded region at zero through a CNN and hide every border effect).
-Each masking step is left out in turn to show that the comparison fails without it.
+Each masking step is left out in turn to show that the comparison fails without it. One model
+of each kind and its images' outputs alone serve its tests (alone, nothing is bound: the stock
+computation, which no step of the mode changes).
 
 The 426 px side is chosen so that every border case occurs: ResNet's max-pool reads beyond the
 image (ceil(426 / 2) = 213 is odd) and so do its stride-2 convolutions (107, 27); PVT's patch
@@ -74,17 +76,25 @@ def trained_like(model, inputs, seed=0):
     return model
 
 
-def alone_vs_batched(model, inputs, shapes, bind=True):
+def alone_outputs(model, inputs, shapes):
+    """Each image's outputs alone (its own pixels only; no sizes bound)."""
+    with torch.no_grad():
+        return [model(inputs[i:i + 1, :, :h, :w]) for i, (h, w) in enumerate(shapes)]
+
+
+def alone_vs_batched(model, inputs, shapes, bind=True, alone=None):
     """Largest |difference| per stage between each image alone (its own pixels only) and in
-    the padded batch, on the image's ceil(size / stride) cells."""
+    the padded batch, on the image's ceil(size / stride) cells; ``alone``: the images'
+    outputs alone (:func:`alone_outputs`), if already computed."""
+    if alone is None:
+        alone = alone_outputs(model, inputs, shapes)
     with torch.no_grad():
         with backbone_image_shapes(model, shapes if bind else None):
             batched = model(inputs)
         diffs = [0.] * len(batched)
         H = inputs.shape[-2]
         for i, (h, w) in enumerate(shapes):
-            alone = model(inputs[i:i + 1, :, :h, :w])
-            for k, (a, b) in enumerate(zip(alone, batched)):
+            for k, (a, b) in enumerate(zip(alone[i], batched)):
                 s = H // b.shape[-2]
                 assert a.shape[-2:] == (-(-h // s), -(-w // s))
                 d = (b[i:i + 1, :, :a.shape[-2], :a.shape[-1]] - a).abs()
@@ -137,68 +147,106 @@ def resnet_steps():
     return EXACT_STEPS
 
 
+def built_once(build):
+    """A module fixture's getter: ``build(key)`` once per key, then the same object."""
+    made = {}
+
+    def get(key):
+        if key not in made:
+            made[key] = build(key)
+        return made[key]
+    return get
+
+
+@pytest.fixture(scope='module')
+def resnets(batch):
+    """depth -> (padding-exact ResNet of the four stages, its images' outputs alone)."""
+    inputs, shapes = batch
+
+    def build(depth):
+        model = small_resnet(inputs, depth=depth, out_indices=(0, 1, 2, 3))
+        return model, alone_outputs(model, inputs, shapes)
+    return built_once(build)
+
+
+@pytest.fixture(scope='module')
+def pvt(batch):
+    """The padding-exact PVTPEG and its images' outputs alone."""
+    model = small_pvt(batch[0], padding_exact=True)
+    return model, alone_outputs(model, *batch)
+
+
+@pytest.fixture(scope='module')
+def swin(batch):
+    """The padding-exact SwinPEG and its images' outputs alone."""
+    model = small_swin(batch[0], padding_exact=True)
+    return model, alone_outputs(model, *batch)
+
+
 @pytest.mark.parametrize('depth', [18, 50])
-def test_resnet_stages_alone_equal_batched(batch, depth):
+def test_resnet_stages_alone_equal_batched(batch, resnets, depth):
     """mmdet's ResNet (BasicBlock and Bottleneck) in padding-exact mode: exact in float64
     (<= 1e-10 where the stock batch is off by > 1); in float32 the image alone and the batch
     run the same operations on maps of other widths (oneDNN sums in another order), off by
     <= 1e-5 relative to the maps' largest value (measured at full width: R18 1.3e-5 on maps
     up to 19, R50 1.3e-4 on maps up to 38, 1.4e-13 in float64)."""
     inputs, shapes = batch
-    model = small_resnet(inputs, depth=depth, out_indices=(0, 1, 2, 3))
+    model, alone = resnets(depth)
     with torch.no_grad():
         scale = max(o.abs().max().item() for o in model(inputs))
-    diffs = alone_vs_batched(model, inputs, shapes)
+    diffs = alone_vs_batched(model, inputs, shapes, alone=alone)
     assert max(diffs) <= TOL * scale, (diffs, scale)
-    model.double()
-    diffs = alone_vs_batched(model, inputs.double(), shapes)
+    model = copy.deepcopy(model).double()  # the float32 model serves the other tests
+    inputs = inputs.double()
+    alone = alone_outputs(model, inputs, shapes)
+    diffs = alone_vs_batched(model, inputs, shapes, alone=alone)
     assert max(diffs) <= 1e-10, diffs
-    stock = alone_vs_batched(model, inputs.double(), shapes, bind=False)
+    stock = alone_vs_batched(model, inputs, shapes, bind=False, alone=alone)
     assert min(stock) > 1, stock
 
 
 @pytest.mark.parametrize('step', ['conv', 'maxpool'])
-def test_resnet_fails_without_each_step(batch, step):
+def test_resnet_fails_without_each_step(batch, resnets, step, monkeypatch):
     """Without zeroing the padding before the convolutions that read neighbours, or without
     ``-inf`` before the stem's max-pool, the first map already differs (the 426 px side makes
     the max-pool read beyond the image: ceil(426 / 2) = 213 is odd)."""
     inputs, shapes = batch
-    model = small_resnet(inputs, out_indices=(0, ))
-    model._exact_steps = resnet_steps() - {step}
-    assert alone_vs_batched(model, inputs, shapes)[0] > 0.1
+    model, alone = resnets(18)
+    monkeypatch.setattr(model, '_exact_steps', resnet_steps() - {step})
+    assert alone_vs_batched(model, inputs, shapes, alone=alone)[0] > 0.1
 
 
-def test_pvt_stages_alone_equal_batched(batch):
+def test_pvt_stages_alone_equal_batched(batch, pvt):
     inputs, shapes = batch
-    model = small_pvt(inputs, padding_exact=True)
-    diffs = alone_vs_batched(model, inputs, shapes)
+    model, alone = pvt
+    diffs = alone_vs_batched(model, inputs, shapes, alone=alone)
     assert max(diffs) <= TOL, diffs
-    stock = alone_vs_batched(model, inputs, shapes, bind=False)
+    stock = alone_vs_batched(model, inputs, shapes, bind=False, alone=alone)
     assert min(stock) > 1, stock
 
 
 @pytest.mark.parametrize('step,first_stage', [('patch_embed', 1), ('peg', 0), ('keys', 0)])
-def test_pvt_fails_without_each_step(batch, step, first_stage):
+def test_pvt_fails_without_each_step(batch, pvt, step, first_stage, monkeypatch):
     """Each masking step is needed: the patch embedding of stage 2 onwards reads the padded
     cell in its partial patch (stage 1's is the image, zero-padded by the preprocessor); the
     PEG reads padded neighbours; without the key mask the image attends to padded keys and to
     the reduced key that straddles its border (which it does not have alone)."""
     inputs, shapes = batch
-    model = small_pvt(inputs, padding_exact=True)
-    model._exact_steps = PVT_STEPS - {step}
-    diffs = alone_vs_batched(model, inputs, shapes)
+    model, alone = pvt
+    monkeypatch.setattr(model, '_exact_steps', PVT_STEPS - {step})
+    diffs = alone_vs_batched(model, inputs, shapes, alone=alone)
     assert max(diffs[:first_stage], default=0) <= TOL and diffs[first_stage] > 1e-3, diffs
 
 
-def test_pvt_partial_reduced_key_is_masked(batch, monkeypatch):
+def test_pvt_partial_reduced_key_is_masked(batch, pvt, monkeypatch):
     """The reduced key cell at the image border (107 = 13 * 8 + 3 cells at stride 4) is not a
     key of the image alone: counting it (ceil instead of floor) breaks the equality."""
     from mmposenc.models.backbones import pvt_peg
     inputs, shapes = batch
-    model = small_pvt(inputs, padding_exact=True)
+    model, alone = pvt
     monkeypatch.setattr(pvt_peg, 'reduced_valid_cells',
                         lambda v, sr: torch.div(v + sr - 1, sr, rounding_mode='floor'))
-    assert alone_vs_batched(model, inputs, shapes)[0] > 1e-3
+    assert alone_vs_batched(model, inputs, shapes, alone=alone)[0] > 1e-3
 
 
 def test_pvt_map_smaller_than_sr_ratio():
@@ -216,30 +264,30 @@ def test_pvt_map_smaller_than_sr_ratio():
     assert alone_vs_batched(model, inputs, shapes)[0] > 1e-3
 
 
-def test_swin_stages_alone_equal_batched(batch):
+def test_swin_stages_alone_equal_batched(batch, swin):
     """SwinPEG in padding-exact mode gives each image what stock Swin gives it alone (its own
     window padding of zeros included: nothing of stock Swin changes); float32 differences
     measured 0, float64 <= 1e-14."""
     inputs, shapes = batch
-    model = small_swin(inputs, padding_exact=True)
-    diffs = alone_vs_batched(model, inputs, shapes)
+    model, alone = swin
+    diffs = alone_vs_batched(model, inputs, shapes, alone=alone)
     assert max(diffs) <= TOL, diffs
-    stock = alone_vs_batched(model, inputs, shapes, bind=False)
+    stock = alone_vs_batched(model, inputs, shapes, bind=False, alone=alone)
     assert min(stock) > 1, stock
 
 
 @pytest.mark.parametrize('step,first_stage', [('window_input', 0), ('peg', 0), ('keys', 1),
                                               ('downsample', 1)])
-def test_swin_fails_without_each_step(batch, step, first_stage):
+def test_swin_fails_without_each_step(batch, swin, step, first_stage, monkeypatch):
     """Each masking step is needed: windows and PEGs read padded cells, where the image alone
     has zeros; patch merging reads the padded cell of its partial 2 x 2 patch; without the key
     mask, the shifted window at the image's extent (stage 2: 54 cells padded to 56, a window
     from 52 to 59) holds keys the image alone does not have (stage 1's windows happen to end
     at the extent for both images)."""
     inputs, shapes = batch
-    model = small_swin(inputs, padding_exact=True)
-    model._exact_steps = SWIN_STEPS - {step}
-    diffs = alone_vs_batched(model, inputs, shapes)
+    model, alone = swin
+    monkeypatch.setattr(model, '_exact_steps', SWIN_STEPS - {step})
+    diffs = alone_vs_batched(model, inputs, shapes, alone=alone)
     assert max(diffs[:first_stage], default=0) <= TOL and diffs[first_stage] > 1e-3, diffs
 
 
@@ -279,16 +327,15 @@ def test_cpvt_fails_without_each_step(batch, step):
 
 
 @pytest.mark.parametrize('kind', ['pvt', 'swin', 'resnet'])
-def test_outputs_are_zero_outside_each_image(batch, kind):
+def test_outputs_are_zero_outside_each_image(request, batch, kind, monkeypatch):
     """The padded cells of the returned maps are zero (a stock neck reads zeros there, as it
     reads its own zero padding on the image alone); not without the ``'outputs'`` step."""
     inputs, shapes = batch
-    model = (small_pvt(inputs, padding_exact=True) if kind == 'pvt' else
-             small_swin(inputs, padding_exact=True) if kind == 'swin' else
-             small_resnet(inputs, out_indices=(0, 1, 2, 3)))
+    model = (request.getfixturevalue('resnets')(18) if kind == 'resnet' else
+             request.getfixturevalue(kind))[0]
     for steps, zero in ((model._exact_steps, True),
                         (model._exact_steps - {'outputs'}, False)):
-        model._exact_steps = steps
+        monkeypatch.setattr(model, '_exact_steps', steps)
         with torch.no_grad(), backbone_image_shapes(model, shapes):
             outs = model(inputs)
         h, w = shapes[1]  # the 640 x 426 image
@@ -296,12 +343,12 @@ def test_outputs_are_zero_outside_each_image(batch, kind):
         assert all((o == 0).all() for o in outside) == zero
 
 
-def test_stock_without_binding_and_with_padding_exact_false(batch):
+def test_stock_without_binding_and_with_padding_exact_false(batch, pvt):
     """Without the image sizes bound (a plain ``backbone(x)``), or with the mode off, the
     backbone is the stock one, bit for bit."""
     from mmdet.models.backbones import ResNet
     inputs, shapes = batch
-    exact = small_pvt(inputs, padding_exact=True)
+    exact = pvt[0]
     stock = small_pvt(inputs)
     with torch.no_grad():
         with backbone_image_shapes(stock, shapes):
