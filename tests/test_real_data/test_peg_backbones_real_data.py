@@ -1,14 +1,8 @@
-"""PEG backbones on real data: detection (coco128), segmentation (a COCO128-derived semantic
-set) and classification (COCO128 object crops).
+"""PEG backbones on real data: detection (coco128), segmentation (ADE20K sample and a
+COCO128-derived semantic set) and classification (COCO128 object crops).
 
 Each run is tiny (a handful of iterations, small images) and uses the shipped configs with
 only data paths, image sizes and schedules overridden.
-
-PVTPEG-T Semantic FPN on the ADE20K sample (the ADE20K layout loads, trains and reports mIoU)
-is tested by tests/test_packaging/test_startup_hook.py (the same shipped config trained by
-mmseg's tools/train.py and evaluated by its tools/test.py on the ADE20K sample, mIoU printed)
-and the ADE20K layout through our Runner by test_mmposenc_base_train_step.py
-(Mask2Former on the sample, trained and evaluated: mIoU).
 """
 import glob
 import importlib.util
@@ -133,6 +127,34 @@ default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, in
 {body}
 """)
     return cfg
+
+
+@pytest.mark.slow
+def test_pvt_peg_semantic_fpn_on_ade20k_sample(ade20k_sample_root, tmp_path):
+    """Format check: the ADE20K layout loads, trains (one iteration) and reports mIoU. (Also
+    asserted, with mmseg's own tools/train.py and tools/test.py, by
+    tests/test_packaging/test_startup_hook.py's semantic task on the same config and data.)"""
+    root = ade20k_sample_root.rstrip('/') + '/sampleData/'
+    ds = f"""dict(type='ADE20KDataset', data_root='{root}',
+        data_prefix=dict(img_path='images', seg_map_path='annotations'), pipeline=PIPE)"""
+    body = f"""
+train_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='RandomResize', scale=(256, 128), ratio_range=(0.8, 1.2), keep_ratio=True),
+    dict(type='RandomCrop', crop_size=crop_size), dict(type='PackSegInputs')]
+test_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='Resize', scale=(256, 128), keep_ratio=True),
+    dict(type='LoadAnnotations', reduce_zero_label=True), dict(type='PackSegInputs')]
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset={ds.replace('PIPE', 'train_pipeline')})
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset={ds.replace('PIPE', 'test_pipeline')})
+test_dataloader = val_dataloader
+"""
+    cfg = _semseg_cfg(tmp_path, body)
+    cfg.write_text(cfg.read_text().replace('ITERS', '1'))
+    metrics = _train_and_test(cfg, str(tmp_path / 'work'), 1)
+    assert 0.0 <= metrics['mIoU'] <= 100.0
 
 
 @pytest.mark.slow
