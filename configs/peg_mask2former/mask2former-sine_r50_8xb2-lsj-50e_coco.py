@@ -19,9 +19,10 @@ custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_import
 # 0.948; one LSJ crop of 698 x 931 padded to 1024 x 1024), predict 0.957 (800 x 1067 +
 # 800 x 1202): within 3 % by the medians. ResNet-50 keeps mmdet's frozen BatchNorm
 # (norm_eval=True: in eval mode in training too, so the backbone is exact in training as well;
-# the losses see the padding as mmdet's). The one switch: model = dict(padding_exact=False) in your config is mmdet's Mask2Former and
-# ResNet with the head's padding_exact off, bit for bit (the pixel decoder's encoder still masks
-# the padding, as above; same state dict: checkpoints load both ways).
+# the losses see the padding as mmdet's). The one switch: model = dict(padding_exact=False) in
+# your config is mmdet's Mask2Former and ResNet with the head's padding_exact off, bit for bit
+# (the pixel decoder's encoder still masks the padding, as above; same state dict: checkpoints
+# load both ways).
 model = dict(
     # mmdet's Mask2Former binding each image's size for the backbone
     type='mmposenc.PaddingExactMask2Former',
