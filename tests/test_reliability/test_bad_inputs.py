@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT, _shared_dir
+from forked_runs import run_in_process
 
 from mmposenc.models.backbones import CPVT, PEViT, PVTPEG, PerViT, SwinPEG
 from mmposenc.models.layers import (CAPE1d, CAPE2d, MPA, PEG, MaskedPEG,
@@ -416,24 +417,14 @@ add('conv-pervit-unmapped', lambda: _tool('pervit_official_to_mmposenc').convert
 
 # ----------------------------------------------------------------------------- tools
 def _run_tool_main(script, *args):
-    """``python <script> <args>`` in this process: the tool's own ``__main__`` block (its
-    argument parsing and its one-line error handling), without the ~5 CPU-s of a fresh
-    interpreter importing torch and the hosts; from the repository root, as the commands of
-    these cases are written. The working directory, ``sys.argv``, ``sys.path`` and
-    ``LOCAL_RANK`` (which the tools set) are restored afterwards."""
-    import runpy
-    saved = sys.argv, list(sys.path), os.environ.get('LOCAL_RANK'), os.getcwd()
-    sys.argv = [script, *args]
-    os.chdir(REPO_ROOT)
-    try:
-        return runpy.run_path(osp.join(REPO_ROOT, script), run_name='__main__')
-    finally:
-        os.chdir(saved[3])
-        sys.argv, sys.path[:] = saved[0], saved[1]
-        if saved[2] is None:
-            os.environ.pop('LOCAL_RANK', None)
-        else:
-            os.environ['LOCAL_RANK'] = saved[2]
+    """``python <script> <args>`` in this process (tests/forked_runs.py's run_in_process): the
+    tool's own ``__main__`` block (its argument parsing and its one-line error handling),
+    without the ~5 CPU-s of a fresh interpreter importing torch and the hosts; from the
+    repository root, as the commands of these cases are written. Its SystemExit or exception
+    propagates; the working directory, ``sys.argv``, ``sys.path`` and the environment
+    (``LOCAL_RANK``, which the tools set) are restored afterwards."""
+    return run_in_process(dict(argv=[script, *args], cwd=REPO_ROOT),
+                          capture=False)
 
 
 def _train_in_process(path):

@@ -1,83 +1,59 @@
 """`type='mmposenc.X'` resolves from configs whose default scope is any of the hosts, and
 `import mmposenc.models` imports none of them."""
 import json
-import subprocess
-import sys
 
 import pytest
 from mmengine.registry import DefaultScope
 
 from conftest import REPO_ROOT
+from forked_runs import run_tools
 
 HOSTS = ['mmdet', 'mmseg', 'mmpretrain']
 
 # One fresh interpreter imports the stack below mmposenc (torch, mmcv, mmengine: nothing of
-# mmposenc or of the hosts), then forks one child per check: each child starts from that state,
-# with nothing of mmposenc imported and no host imported or set as default scope, as a fresh
-# interpreter would (the checks need that state, not a new torch import each).
-FRESH = '''
-import json, os, sys, traceback
-import torch, mmcv.cnn, mmengine.registry
+# mmposenc or of the hosts), then forks one child per check (tests/forked_runs.py): each child
+# starts from that state, with nothing of mmposenc imported and no host imported or set as
+# default scope (asserted first), as a fresh interpreter would (the checks need that state, not
+# a new torch import each). Each prints its result as JSON.
+FRESH_STATE = """\
+import json, sys
 OURS = ('mmposenc', 'mmdet', 'mmseg', 'mmpretrain')
 early = sorted(m for m in sys.modules if m.split('.')[0] in OURS)
 assert not early, f'the stack imported {early}'
-
-
-def models_package():
-    import mmposenc.models
-    return sorted(m for m in ('mmdet', 'mmseg') if m in sys.modules)
-
-
-def host_scope(host):
-    from mmengine.registry import init_default_scope
-    init_default_scope(host)
-    MODELS = __import__(host + '.registry', fromlist=['MODELS']).MODELS
-    assert 'mmposenc' not in sys.modules
-    peg = MODELS.build(dict(type='mmposenc.PEG', in_channels=8))
-    assert type(peg).__module__.startswith('mmposenc.'), type(peg)
-    assert MODELS.get('mmposenc.PEG') is type(peg)
-    return 'ok'
-
-
-def in_child(check, *args):
-    """check(*args) in a forked child: its return value, or the traceback it raised."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            out = dict(result=check(*args))
-        except BaseException:
-            out = dict(error=traceback.format_exc())
-        with os.fdopen(write, 'w') as f:
-            f.write(json.dumps(out))
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        out = json.loads(f.read())
-    os.waitpid(pid, 0)
-    return out
-
-
-results = dict(models=in_child(models_package))
-results.update({host: in_child(host_scope, host) for host in sys.argv[1:]})
-print('RESULTS ' + json.dumps(results))
-'''
+"""
+MODELS_PACKAGE = FRESH_STATE + """\
+import mmposenc.models
+print('RESULT ' + json.dumps(sorted(m for m in ('mmdet', 'mmseg') if m in sys.modules)))
+"""
+HOST_SCOPE = FRESH_STATE + """\
+from mmengine.registry import init_default_scope
+host = sys.argv[1]
+init_default_scope(host)
+MODELS = __import__(host + '.registry', fromlist=['MODELS']).MODELS
+assert 'mmposenc' not in sys.modules
+peg = MODELS.build(dict(type='mmposenc.PEG', in_channels=8))
+assert type(peg).__module__.startswith('mmposenc.'), type(peg)
+assert MODELS.get('mmposenc.PEG') is type(peg)
+print('RESULT ' + json.dumps('ok'))
+"""
 
 
 @pytest.fixture(scope='module')
 def fresh():
-    """What each check saw in its child of one fresh interpreter (see ``FRESH``)."""
-    res = subprocess.run([sys.executable, '-W', 'ignore', '-c', FRESH, *HOSTS],
-                         capture_output=True, text=True, cwd=REPO_ROOT)
-    assert res.returncode == 0 and 'RESULTS ' in res.stdout, res.stderr[-3000:]
-    return json.loads(res.stdout.split('RESULTS ')[-1])
+    """What each check printed in its child of one fresh interpreter (see ``FRESH_STATE``):
+    {check: its result, or the child's output when it failed}."""
+    runs = [dict(code=MODELS_PACKAGE, cwd=REPO_ROOT)] + [
+        dict(code=HOST_SCOPE, argv=[host], cwd=REPO_ROOT) for host in HOSTS]
+    done = run_tools(runs, preload=('torch', 'mmcv.cnn', 'mmengine.registry'),
+                     options=('-W', 'ignore'))
+    return {name: (json.loads(res.stdout.split('RESULT ')[-1]) if res.returncode == 0
+                   and 'RESULT ' in res.stdout else dict(error=res.stdout + res.stderr[-3000:]))
+            for name, res in zip(['models', *HOSTS], done)}
 
 
 def test_models_package_does_not_import_hosts(fresh):
     """`import mmposenc.models` must stay light: detectors come in through custom_imports."""
-    assert 'error' not in fresh['models'], fresh['models']['error']
-    assert fresh['models']['result'] == [], f'mmposenc.models imported {fresh["models"]}'
+    assert fresh['models'] == [], f'mmposenc.models imported {fresh["models"]}'
 
 
 def test_registries_are_children_of_mmengine():
@@ -95,10 +71,10 @@ def test_registries_are_children_of_mmengine():
 
 @pytest.mark.parametrize('host', HOSTS)
 def test_scoped_model_type_resolves_under_host_scope(fresh, host):
-    """With nothing of mmposenc imported yet (a child of a fresh interpreter, see ``FRESH``),
+    """With nothing of mmposenc imported yet (a child of a fresh interpreter, see ``FRESH_STATE``),
     the host's registry finds `mmposenc.PEG` and builds it; host types still resolve as
     before."""
-    assert fresh[host] == dict(result='ok'), fresh[host].get('error')
+    assert fresh[host] == 'ok', fresh[host]
 
 
 @pytest.mark.parametrize('host', HOSTS)
