@@ -8,6 +8,10 @@ The 426 px side puts every border case in play: the token grid (stride 16) has 2
 partial patch (426 = 26 * 16 + 10); PerViT's stride-2 stem convolutions read beyond the image
 (213, 107, 54 columns: odd at the first two); the stride-32 max-pooling pools 27 cells (its
 last window reads one padded cell); upsampled maps have 2 * 27 and 4 * 27 columns alone.
+
+One PerViT per stem and one CPVT + SimplePyramid, with their images' outputs alone, serve the
+tests (alone, nothing is bound and no mask is given: the stock computation, which no step of
+the mode changes).
 """
 import pytest
 import torch
@@ -50,15 +54,17 @@ def small_pervit(inputs, conv_stem=True):
 
 @pytest.fixture(scope='module')
 def pervits(batch):
-    """One model per stem, built once (tests that change it restore it)."""
+    """One model per stem and its images' outputs alone, built once (tests that change the
+    model restore it)."""
     models = {}
 
     def get(conv_stem=True):
         if conv_stem not in models:
-            models[conv_stem] = small_pervit(batch[0], conv_stem)
-        model = models[conv_stem]
+            model = small_pervit(batch[0], conv_stem)
+            models[conv_stem] = model, alone_outputs(model, *batch)
+        model, alone = models[conv_stem]
         model._exact_steps, model.padding_exact = PERVIT_STEPS, True
-        return model
+        return model, alone
     return get
 
 
@@ -66,13 +72,13 @@ def cells(size, stride):
     return -(-size // stride)
 
 
-def compare(batched, alone_fn, shapes, H):
-    """Largest |difference| per output between each image alone and in the batch, on the
-    image's ceil(size / stride) cells (an upsampled map alone can have more: 4 * 27 > 107)."""
+def compare(batched, alone, shapes, H):
+    """Largest |difference| per output between each image alone (``alone[i]``: image i's
+    outputs) and in the batch, on the image's ceil(size / stride) cells (an upsampled map
+    alone can have more: 4 * 27 > 107)."""
     diffs = [0.] * len(batched)
     for i, (h, w) in enumerate(shapes):
-        alone = alone_fn(i, h, w)
-        for k, (a, b) in enumerate(zip(alone, batched)):
+        for k, (a, b) in enumerate(zip(alone[i], batched)):
             s = H // b.shape[-2]
             rows, cols = cells(h, s), cells(w, s)
             assert a.shape[-2] >= rows and a.shape[-1] >= cols
@@ -81,12 +87,19 @@ def compare(batched, alone_fn, shapes, H):
     return diffs
 
 
-def pervit_diffs(model, inputs, shapes, bind=True):
+def alone_outputs(forward, inputs, shapes):
+    """Each image's outputs of ``forward`` alone (its own pixels only)."""
+    with torch.no_grad():
+        return [forward(inputs[i:i + 1, :, :h, :w]) for i, (h, w) in enumerate(shapes)]
+
+
+def pervit_diffs(model, inputs, shapes, bind=True, alone=None):
+    if alone is None:
+        alone = alone_outputs(model, inputs, shapes)
     with torch.no_grad():
         with backbone_image_shapes(model, shapes if bind else None):
             batched = model(inputs)
-        return compare(batched, lambda i, h, w: model(inputs[i:i + 1, :, :h, :w]), shapes,
-                       inputs.shape[-2])
+    return compare(batched, alone, shapes, inputs.shape[-2])
 
 
 @pytest.mark.parametrize('conv_stem', [True, False])
@@ -96,24 +109,24 @@ def test_pervit_outputs_alone_equal_batched(batch, pervits, conv_stem):
     attention over the padded grid, Phi_p of the padded grid, the border reads; measured
     0.012-2.7 with the patchify stem, more with the C-stem)."""
     inputs, shapes = batch
-    model = pervits(conv_stem)
-    diffs = pervit_diffs(model, inputs, shapes)
+    model, alone = pervits(conv_stem)
+    diffs = pervit_diffs(model, inputs, shapes, alone=alone)
     assert max(diffs) <= TOL, diffs
-    stock = pervit_diffs(model, inputs, shapes, bind=False)
+    stock = pervit_diffs(model, inputs, shapes, bind=False, alone=alone)
     assert min(stock) > 1e-2, stock
 
 
 @pytest.mark.parametrize('step,first', [('stem', 0), ('cpe', 0), ('attention', 0),
                                         ('resample', 3)])
-def test_pervit_fails_without_each_step(batch, pervits, step, first):
+def test_pervit_fails_without_each_step(batch, pervits, step, first, monkeypatch):
     """Each step is needed: the stem's stride-2 convolutions read the padded cell beyond an
     odd extent (213, 107 columns), the CPE reads padded neighbours, the MPA attends to padded
     keys with Phi_p of the padded grid, the stride-32 max-pooling of 27 columns reads one
     padded cell (only that output: the others are not pooled)."""
     inputs, shapes = batch
-    model = pervits()
-    model._exact_steps = PERVIT_STEPS - {step}
-    diffs = pervit_diffs(model, inputs, shapes)
+    model, alone = pervits()
+    monkeypatch.setattr(model, '_exact_steps', PERVIT_STEPS - {step})
+    diffs = pervit_diffs(model, inputs, shapes, alone=alone)
     assert max(diffs[:first], default=0) <= TOL and diffs[first] > 1e-3, diffs
 
 
@@ -123,7 +136,7 @@ def test_pervit_needs_phi_p_of_the_images_own_grid(batch, pervits, monkeypatch):
     with Phi_p of the padded 40 x 40 grid restricted to its cells (what a key mask on the
     stock position encoding gives) differs from the image alone."""
     inputs, shapes = batch
-    model = pervits()
+    model, alone = pervits()
     H, W = inputs.shape[-2] // 16, inputs.shape[-1] // 16
     for blk in model.blocks:
         mpa = blk.attn
@@ -137,9 +150,7 @@ def test_pervit_needs_phi_p_of_the_images_own_grid(batch, pervits, monkeypatch):
     with torch.no_grad(), backbone_image_shapes(model, shapes):
         batched = model(inputs)
     monkeypatch.undo()
-    with torch.no_grad():
-        diffs = compare(batched, lambda i, h, w: model(inputs[i:i + 1, :, :h, :w]), shapes,
-                        inputs.shape[-2])
+    diffs = compare(batched, alone, shapes, inputs.shape[-2])
     assert min(diffs) > 1e-3, diffs
 
 
@@ -147,7 +158,7 @@ def test_pervit_outputs_are_zero_outside_each_image_and_stock_without_binding(ba
     """The padded cells of every output are zero in the mode (not in stock PerViT); with
     nothing bound the mode is stock PerViT, bit for bit."""
     inputs, shapes = batch
-    model = pervits()
+    model = pervits()[0]
     with torch.no_grad():
         with backbone_image_shapes(model, shapes):
             outs = model(inputs)
@@ -219,46 +230,54 @@ def cpvt_pyramid(inputs):
     return backbone, neck.eval()
 
 
-def pyramid_diffs(backbone, neck, inputs, shapes, masks=True):
-    H = inputs.shape[-2]
+@pytest.fixture(scope='module')
+def pyramid(batch):
+    """The CPVT + SimplePyramid and its images' pyramid maps alone."""
+    inputs, shapes = batch
+    backbone, neck = cpvt_pyramid(inputs)
+    return backbone, neck, alone_outputs(lambda x: neck(backbone(x)), inputs, shapes)
+
+
+def pyramid_diffs(backbone, neck, inputs, shapes, masks=True, alone=None):
+    if alone is None:
+        alone = alone_outputs(lambda x: neck(backbone(x)), inputs, shapes)
     with torch.no_grad():
         with backbone_image_shapes(backbone, shapes):
             feats = backbone(inputs)
         padding_masks = feature_padding_masks(shapes, inputs.shape[-2:],
                                               [f.shape[-2:] for f in feats])
         batched = neck(feats, padding_masks=padding_masks if masks else None)
-        return compare(batched, lambda i, h, w: neck(backbone(inputs[i:i + 1, :, :h, :w])),
-                       shapes, H)
+    return compare(batched, alone, shapes, inputs.shape[-2])
 
 
-def test_cpvt_simple_pyramid_alone_equals_batched(batch):
+def test_cpvt_simple_pyramid_alone_equals_batched(batch, pyramid):
     """CPVT's stride-16 map through the pyramid to strides 4 / 8 / 16 / 32: each image's
     cells equal its own alone (measured 1.4e-6); the stock pyramid on the same exact CPVT
     maps differs at stride 4 (GroupNorm over the padded map) and stride 32 (the 27-column
     max-pooling reads a padded cell)."""
     inputs, shapes = batch
-    backbone, neck = cpvt_pyramid(inputs)
-    diffs = pyramid_diffs(backbone, neck, inputs, shapes)
+    backbone, neck, alone = pyramid
+    diffs = pyramid_diffs(backbone, neck, inputs, shapes, alone=alone)
     assert max(diffs) <= TOL, diffs
-    stock = pyramid_diffs(backbone, neck, inputs, shapes, masks=False)
+    stock = pyramid_diffs(backbone, neck, inputs, shapes, masks=False, alone=alone)
     assert stock[0] > 1e-2 and stock[3] > 1e-2, stock
 
 
 @pytest.mark.parametrize('step,out', [('norm', 0), ('pool', 3)])
-def test_simple_pyramid_fails_without_each_step(batch, step, out):
+def test_simple_pyramid_fails_without_each_step(batch, pyramid, step, out, monkeypatch):
     inputs, shapes = batch
-    backbone, neck = cpvt_pyramid(inputs)
-    neck._exact_steps = PYRAMID_STEPS - {step}
-    diffs = pyramid_diffs(backbone, neck, inputs, shapes)
+    backbone, neck, alone = pyramid
+    monkeypatch.setattr(neck, '_exact_steps', PYRAMID_STEPS - {step})
+    diffs = pyramid_diffs(backbone, neck, inputs, shapes, alone=alone)
     assert diffs[out] > 1e-2 and all(d <= TOL for k, d in enumerate(diffs) if k != out), diffs
 
 
-def test_simple_pyramid_outputs_zero_beyond_the_image_and_switch(batch):
+def test_simple_pyramid_outputs_zero_beyond_the_image_and_switch(batch, pyramid):
     """Zero beyond the cells the image has alone (v * scale, pooled: rounded up); the mode is
     what ``takes_padding_masks`` says (the detectors pass masks only then); without masks
     it is the stock pyramid, bit for bit."""
     inputs, shapes = batch
-    backbone, neck = cpvt_pyramid(inputs)
+    backbone, neck, _ = pyramid
     with torch.no_grad():
         with backbone_image_shapes(backbone, shapes):
             feats = backbone(inputs)
@@ -324,7 +343,7 @@ def test_shipped_cpvt_segmentor_passes_the_masks_to_its_pyramid():
                 model.extract_feat(inputs)
             model.extract_feat(inputs[:1, :, :, :683])
         batched, alone = maps
-        return compare(batched, lambda i, h, w: alone, shapes[:1], 512)
+        return compare(batched, [alone], shapes[:1], 512)
 
     assert max(pyramid_diffs()) <= TOL
     pyramid.padding_exact = False
