@@ -132,7 +132,8 @@ def single_run(tmp_path_factory, num_iters, batch_size):
     checkpoint: that checkpoint (a link to the uninterrupted run's) and the ``last_checkpoint``
     file naming it, as mmengine's CheckpointHook leaves them. Both are fresh processes, one
     after the other, forked from one interpreter that imported torch, mmengine and mmpretrain,
-    never mmposenc (tests/forked_runs.py); trained once per session and returned as
+    never mmposenc (tests/forked_runs.py; their point is the loss curve, so the config's
+    formatting is memoized: ``memoize_formatting``); trained once per session and returned as
     ``(folder, data_root, config, work_dir, resumed_work_dir)``."""
     key = (str(tmp_path_factory.getbasetemp()), num_iters, batch_size)
     if key not in _SINGLE_RUNS:
@@ -152,7 +153,8 @@ def single_run(tmp_path_factory, num_iters, batch_size):
         train = osp.join(REPO_ROOT, 'tools', 'train.py')
         done = run_tools([dict(argv=[train, cfg, '--work-dir', str(full_dir)], cwd=REPO_ROOT),
                           dict(argv=[train, cfg, '--work-dir', str(resumed_dir), '--resume'],
-                               cwd=REPO_ROOT)], preload=PRELOAD, env=env, timeout=600)
+                               cwd=REPO_ROOT)], preload=PRELOAD, env=env, timeout=600,
+                         memoize_formatting=True)
         for res in done:
             assert res.returncode == 0, \
                 f'{res.args} failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
