@@ -323,39 +323,12 @@ def test_clean_ade20k_sample_passes(ade20k_sample_root):
 
 
 # ---------------------------------------------------- automatic check through the Runner
-def _smoke_cfg(root, work_dir):
-    from mmengine.config import Config
-    import mmposenc  # noqa: F401
-    cfg = Config.fromfile(SMOKE)
-    for split in ('train', 'val', 'test'):
-        cfg[f'{split}_dataloader'].dataset.data_root = f'{root}/'
-    cfg.val_evaluator.ann_file = cfg.test_evaluator.ann_file = f'{root}/{ANN}'
-    cfg.work_dir = work_dir
-    return cfg
-
-
-def test_shipped_coco_config_stops_before_the_first_iteration(tmp_path, coco128_root,
-                                                              coco128_json, work_dir):
-    """The smoke config through Runner.from_cfg (what mmdet's tools/train.py does): empty
-    annotations were numpy's 'need at least one array to concatenate', a JSON without info a
-    KeyError after training; now one error listing both, before any iteration."""
-    from mmengine.runner import Runner
-
-    from mmposenc.datasets import DatasetCheckError
-    data = {k: v for k, v in coco128_json.items() if k != 'info'}
-    data['annotations'] = []
-    root = _coco_copy(tmp_path, coco128_root, data)
-    runner = Runner.from_cfg(_smoke_cfg(root, work_dir))
-    with pytest.raises(DatasetCheckError) as err:
-        runner.train()
-    lines = str(err.value).splitlines()
-    assert lines[0].startswith('dataset check of CheckedCocoDataset (') \
-        and lines[0].endswith(f'{ANN}): 2 problem(s)')
-    assert lines[1:3] == [f'  {INFO_LINE}',
-                          f'  {ANN}: "annotations" is empty (nothing to train on)']
-    assert isinstance(runner._train_loop, dict)  # the loop was never built: no iteration
-
-
+# The shipped smoke config through Runner.from_cfg and train() (mmdet's tools/train.py, in a
+# fresh process): one error listing a JSON's missing "info" and a negative-width box, before any
+# iteration: tests/test_tools/test_train_test_tools.py::
+# test_mmdets_own_train_tool_stops_before_training (one of that module's tool processes, forked
+# from one interpreter that imported mmdet). The check of an empty "annotations" list
+# (numpy's 'need at least one array to concatenate' in mmdet): COCO_CASES 'empty-annotations'.
 def test_shipped_ade20k_config_stops_before_the_first_iteration(tmp_path, ade20k_sample_root,
                                                                 work_dir):
     from mmengine.config import Config
@@ -472,8 +445,3 @@ def test_tool_passes_a_user_config_with_an_mmposenc_base(tmp_path, coco128_root,
                '--cfg-options', f'train_dataloader.dataset.data_root={root}')
     assert rc == 0, capsys.readouterr().out
 
-
-# mmdet's own tools/train.py (as shipped in its wheel, a fresh process) on the shipped smoke
-# config with a negative-width box stops with the check's line before any iteration:
-# tests/test_tools/test_train_test_tools.py::test_mmdets_own_train_tool_stops_before_training
-# (one of that module's tool processes, forked from one interpreter that imported mmdet).

@@ -28,6 +28,8 @@ from forked_runs import run_tools
 SMOKE = osp.join(REPO_ROOT, 'configs', 'smoke', 'detr_r18_1xb2-8it_coco128.py')
 TOOLS = osp.join(REPO_ROOT, 'tools', '')
 ANN = 'annotations/instances_train2017.json'
+INFO_LINE = (f'{ANN}: no "info" key (pycocotools\' loadRes, which CocoMetric calls, copies '
+             'it; add "info": {})')
 
 
 def _ok(res):
@@ -80,11 +82,13 @@ def _coco128_runs(root, folder):
     root = root.rstrip('/') + '/'
     ckpt = str(folder / 'peg.pth')
     torch.save({'state_dict': {'encoder_pos.proj.0.weight': torch.zeros(256, 1, 3, 3)}}, ckpt)
-    # COCO128 with a negative-width box: annotation 1774 of image 74 (its images linked)
+    # COCO128 without "info" and with a negative-width box: annotation 1774 of image 74 (its
+    # images linked)
     bad = folder / 'bad_coco'
     (bad / 'annotations').mkdir(parents=True)
     (bad / 'train2017').symlink_to(root + 'train2017')
     data = json.load(open(root + ANN))
+    del data['info']
     assert data['annotations'][0]['id'] == 1774
     data['annotations'][0]['bbox'][2] = -3
     (bad / ANN).write_text(json.dumps(data))
@@ -107,7 +111,8 @@ def _coco128_runs(root, folder):
                 f'train_dataloader.dataset.data_root={bad}/',
                 f'val_dataloader.dataset.data_root={bad}/',
                 f'val_evaluator.ann_file={bad}/{ANN}', 'train_cfg.max_iters=1',
-                'train_cfg.val_interval=10'],  # (mmdet would train)
+                'train_cfg.val_interval=10',  # (mmdet would train)
+                'default_hooks.logger.interval=1'],  # (and log its iteration)
                folder))
 
 
@@ -131,7 +136,7 @@ def tool_runs(request, tmp_path_factory):
     - ``test``: tools/test.py on the second run's checkpoint (8 images), ``--out`` predictions;
     - ``partial``: tools/test.py ``--allow-partial-load`` on a checkpoint that does not fit;
     - ``mmdet``: mmdet's own tools/train.py (as shipped in its wheel) on the smoke config, with
-      COCO128's JSON given a negative-width box;
+      COCO128's JSON without its "info" and given a negative-width box;
 
     and where COCO128 is there and a test of SHIPPED_TESTS runs, ``shipped``: the tools on the
     shipped classifier configs (:func:`_shipped_config_runs`).
@@ -219,14 +224,18 @@ def test_allow_partial_load_evaluates_a_checkpoint_that_does_not_fit(smoke_runs)
 
 @pytest.mark.slow
 def test_mmdets_own_train_tool_stops_before_training(smoke_runs):
-    """mmdet's tools/train.py as shipped in its wheel, in a fresh process, on the shipped smoke
-    config with a negative-width box: the dataset check's line (mmposenc.CheckedCocoDataset,
-    tests/test_datasets/test_dataset_check.py), no iteration."""
+    """mmdet's tools/train.py as shipped in its wheel (Runner.from_cfg, then train()), in a
+    fresh process, on the shipped smoke config with a JSON without "info" (a KeyError in
+    pycocotools after training, before the check) and a negative-width box: one error listing
+    both lines of the dataset check (mmposenc.CheckedCocoDataset,
+    tests/test_datasets/test_dataset_check.py), before any iteration."""
     res = smoke_runs['mmdet']
     out = res.stdout + res.stderr
     assert res.returncode != 0
-    assert f'{ANN}: annotation id 1774 (image 74): bbox width -3 <= 0' in out
-    assert 'DatasetCheckError' in out and 'Iter(train)' not in out
+    assert 'DatasetCheckError: dataset check of CheckedCocoDataset (' in out
+    assert f'{ANN}): 2 problem(s)\n  {INFO_LINE}\n  {ANN}: annotation id 1774 (image 74): bbox ' \
+        'width -3 <= 0\n' in out, out[-3000:]
+    assert 'Iter(train)' not in out and 'Saving checkpoint' not in out
 
 
 def test_train_rejects_missing_config(tool_runs):
