@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import REPO_ROOT
-from forked_runs import run_tools
 
 sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'analysis'))
 import detection_resolution_study as study  # noqa: E402
@@ -180,8 +180,8 @@ def test_quick_study_retry_on_cpu_resume_and_checkpoint(tmp_path, monkeypatch):
     ``--device cuda`` where there is no CUDA.) Then the command line from the user's folder:
     a second call resumes (nothing to do), makes the data again in the user's data/ and
     rebuilds the report; ``--config`` mode on the run's checkpoint gives the study's numbers.
-    The command lines run as ``python <tool>`` in children forked from one interpreter
-    (tests/forked_runs.py)."""
+    (The resuming command line in a fresh process, ``--config`` mode through ``main`` in this
+    one.)"""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv('OMP_NUM_THREADS', '1')
     monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '')  # the GPU slot's worker finds no CUDA
@@ -202,18 +202,21 @@ def test_quick_study_retry_on_cpu_resume_and_checkpoint(tmp_path, monkeypatch):
     data = 'data/shapes_coco_demo_quick/'
     ann = data + 'annotations/instances_val.json'
     ckpt = tmp_path / 'out' / 'work' / 'detr-rope-mixed__seed0' / 'iter_4.pth'
-    again, evaluated = run_tools([
-        dict(argv=[SCRIPT] + quick, cwd=str(tmp_path)),
-        dict(argv=[SCRIPT, '--config', osp.join(REPO_ROOT, study.DETR_SHAPES),
-                   '--checkpoint', str(ckpt), '--scales', '1x0.75', '1', '--out', 'ckpt.json',
-                   '--cfg-options', 'model.encoder_pos=rope_mixed',
-                   f'test_dataloader.dataset.data_root={data}',
-                   f'test_evaluator.ann_file={ann}'], cwd=str(tmp_path))])
+    again = subprocess.run([sys.executable, SCRIPT] + quick, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert '0 run(s) to do' in again.stdout
     assert (tmp_path / 'data' / 'shapes_coco_demo_quick').is_dir()  # the user's paths
     assert (tmp_path / 'out' / 'detection_resolution.png').is_file()
-    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the study's worker evaluated (--threads 1)
+    try:
+        study.main(['--config', osp.join(REPO_ROOT, study.DETR_SHAPES), '--checkpoint',
+                    str(ckpt), '--scales', '1x0.75', '1', '--out', 'ckpt.json',
+                    '--cfg-options', 'model.encoder_pos=rope_mixed',
+                    f'test_dataloader.dataset.data_root={data}',
+                    f'test_evaluator.ann_file={ann}'])
+    finally:
+        torch.set_num_threads(threads)
     rows = json.loads((tmp_path / 'ckpt.json').read_text())['scales']
     assert [r['scale'] for r in rows] == ['1x0.75', '1']
     study_ap = {r['scale']: r['metrics']['coco/bbox_mAP'] for r in rec['scales']}
