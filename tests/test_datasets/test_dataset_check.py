@@ -328,8 +328,8 @@ def test_clean_ade20k_sample_passes(ade20k_sample_root):
 # iteration: tests/test_tools/test_train_test_tools.py::
 # test_mmdets_own_train_tool_stops_before_training (one of that module's tool processes, forked
 # from one interpreter that imported mmdet). A JSON without info and with empty annotations
-# through the dataset build the Runner does:
-# test_checked_dataset_lists_the_problems_before_mmdet_fails.
+# through the dataset build the Runner does: test_shipped_coco_config_stops_before_the_first_
+# iteration (below).
 def test_shipped_ade20k_config_stops_before_the_first_iteration(tmp_path, ade20k_sample_root,
                                                                 work_dir):
     from mmengine.config import Config
@@ -377,25 +377,30 @@ def test_checked_dataset_builds_clean_coco128_and_can_be_turned_off(tmp_path, co
     assert len(DATASETS.build(dict(cfg, check_cfg=False))) == 126
 
 
-def test_checked_dataset_lists_the_problems_before_mmdet_fails(tmp_path, coco128_root,
-                                                               coco128_json):
-    """Built as the Runner builds it (DATASETS.build of the smoke config's dataset): empty
-    annotations were numpy's 'need at least one array to concatenate' (mmdet's data list
-    emptied by filter_empty_gt), a JSON without info a KeyError after training; now one error
-    listing both, raised by the build. (The whole Runner, before any iteration: mmdet's
-    tools/train.py in test_train_test_tools.py::test_mmdets_own_train_tool_stops_before_training.)
+def test_shipped_coco_config_stops_before_the_first_iteration(tmp_path, coco128_root,
+                                                              coco128_json):
+    """The shipped smoke config's training dataset built as its Runner builds it before the
+    first iteration (DATASETS.build in the config's scope, mmdet's tools/train.py's path):
+    empty annotations were numpy's 'need at least one array to concatenate' (mmdet's data
+    list emptied by filter_empty_gt), a JSON without info a KeyError after training; now one
+    error listing both, raised by the build. (The whole Runner through mmdet's tools/train.py,
+    in a fresh process, before any iteration:
+    tests/test_tools/test_train_test_tools.py::test_mmdets_own_train_tool_stops_before_training.)
     """
+    from mmengine.config import Config
     from mmengine.registry import DATASETS, init_default_scope
 
+    import mmposenc  # noqa: F401
     from mmposenc.datasets import DatasetCheckError
     data = {k: v for k, v in coco128_json.items() if k != 'info'}
     data['annotations'] = []
     root = _coco_copy(tmp_path, coco128_root, data)
-    init_default_scope('mmdet')
+    cfg = Config.fromfile(SMOKE)
+    dataset = cfg.train_dataloader.dataset
+    dataset.data_root = f'{root}/'
+    init_default_scope(cfg.default_scope)
     with pytest.raises(DatasetCheckError) as err:
-        DATASETS.build(dict(type='mmposenc.CheckedCocoDataset', data_root=f'{root}/',
-                            ann_file=ANN, data_prefix=dict(img='train2017/'),
-                            filter_cfg=dict(filter_empty_gt=True, min_size=32)))
+        DATASETS.build(dataset)
     lines = str(err.value).splitlines()
     assert lines[0].startswith('dataset check of CheckedCocoDataset (') \
         and lines[0].endswith(f'{ANN}): 2 problem(s)')
