@@ -1,19 +1,20 @@
-"""mmposenc as an installed OpenMMLab package: requirements, `mmposenc::` configs, mim, wheel.
+"""mmposenc as an installed OpenMMLab package: requirements, imports, `mmposenc::` configs, mim.
 
 What a user outside the repository can do, tested here:
 
 - `import mmposenc` with only torch, mmengine and mmcv (and their own requirements) installed;
-- `_base_ = 'mmposenc::<folder>/<file>.py'` in a config of their own, loaded after
-  `import mmposenc` (our tools/train.py, tools/test.py and `mim train mmposenc` import it first),
-  with the editable install and with the wheel in a fresh virtual environment;
-- without the startup hook (MMPOSENC_NO_STARTUP_HOOK=1), `custom_imports` cannot make
-  `mmposenc::` bases load (mmengine resolves `_base_` before it imports `custom_imports`,
-  tested); with it, the hosts' own entry points load them (test_startup_hook.py);
-- `mim search mmposenc` / `mim train mmposenc CONFIG`: with the wheel as they are; with the
-  editable install with the repository root first on PYTHONPATH (mim locates packages as
-  `<location of the installed metadata>/mmposenc`, which an editable install lacks; the
-  repository's `mmposenc.egg-info` gives mim the source tree instead; `mim train` with the
-  editable install: test_user_project_tools.py).
+- `import mmposenc` registers the `mmposenc::` config package (mmengine's table and our
+  wrapper of its package lookup);
+- `mim search mmposenc` with the editable install, with the repository root first on
+  PYTHONPATH (mim locates packages as `<location of the installed metadata>/mmposenc`, which an
+  editable install lacks; the repository's `mmposenc.egg-info` gives mim the source tree).
+
+What runs from a user's folder in fresh interpreters is in test_startup_hook.py: a config of
+their own with `_base_ = 'mmposenc::<folder>/<file>.py'` through our tools/train.py's loader and
+with the startup hook off (`custom_imports` cannot make `mmposenc::` bases load: mmengine
+resolves `_base_` before it imports `custom_imports`), through the hosts' own entry points with
+the hook, the wheel in a fresh virtual environment (`mim search`, `mim train mmposenc`), and
+`PYTHONPATH=<repo> mim train mmposenc` with the editable install followed by our tools/test.py.
 """
 import ast
 import importlib.metadata as md
@@ -21,10 +22,8 @@ import os
 import os.path as osp
 import re
 import runpy
-import shutil
 import subprocess
 import sys
-import zipfile
 
 import pytest
 from packaging.requirements import Requirement
@@ -225,111 +224,6 @@ def test_register_config_package():
     assert osp.isfile(osp.join(PACKAGE_DIR, '.mim', 'model-index.yml'))
 
 
-USER_CONFIG = """\
-# a user's own config, outside the repository
-_base_ = 'mmposenc::peg_detr/detr-peg_r50_16xb2-50e_coco.py'
-model = dict(peg_after=(0, 1))
-"""
-LOAD = """\
-import sys
-{imports}
-from mmengine.config import Config
-cfg = Config.fromfile(sys.argv[1])
-print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, cfg.default_scope,
-      cfg.custom_imports.imports)
-"""
-
-
-# One fresh interpreter with the startup hook off (MMPOSENC_NO_STARTUP_HOOK=1; the hook is
-# tested in test_startup_hook.py) imports what the parses import besides mmposenc (torch, mmcv,
-# mmdet's models: the detectors' custom_imports), then forks one child per parse, each starting
-# with nothing of mmposenc imported (asserted) and mmposenc unregistered, as a fresh interpreter.
-PARSES = """\
-import os, sys, traceback
-import torch, mmcv.cnn, mmdet.models
-from mmengine.config import Config
-from mmengine.config.utils import MODULE2PACKAGE
-assert 'mmposenc' not in sys.modules and 'mmposenc' not in MODULE2PACKAGE
-
-
-def our_loader():
-    sys.path.insert(0, {tools!r})
-    from _runner_utils import load_config
-    cfg = load_config('user.py')
-    print(cfg.model.type, cfg.work_dir)
-    import mmposenc  # what the loader did first: then mmengine's Config parses it
-    {load}
-
-
-def host_parse():
-    try:
-        Config.fromfile('user_custom_imports.py')
-        print('parsed')
-    except Exception as err:
-        print(f'{{type(err).__name__}}: {{err}}')
-    print('mmposenc' in sys.modules)
-    # inheriting our config by its path needs no import before parsing
-    {load_by_path}
-
-
-for check in (our_loader, host_parse):
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            check()
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush()
-        os._exit(code)
-    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, check.__name__
-"""
-PRINT_CFG = ("print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, "
-             "cfg.default_scope, cfg.custom_imports.imports)")
-
-
-@pytest.fixture(scope='module')
-def parses(tmp_path_factory):
-    """The output of ``PARSES``, run from a folder outside the repository holding the user's
-    config, the same with ``custom_imports = dict(imports=['mmposenc'])``, and the same
-    inheriting our config by its path."""
-    folder = tmp_path_factory.mktemp('user_project')
-    (folder / 'user.py').write_text(USER_CONFIG)
-    (folder / 'user_custom_imports.py').write_text(
-        USER_CONFIG + "custom_imports = dict(imports=['mmposenc'], allow_failed_imports=False)\n")
-    config = osp.join(REPO_ROOT, 'configs', 'peg_detr', 'detr-peg_r50_16xb2-50e_coco.py')
-    (folder / 'by_path.py').write_text(USER_CONFIG.replace(
-        'mmposenc::peg_detr/detr-peg_r50_16xb2-50e_coco.py', config))
-    code = PARSES.format(tools=osp.join(REPO_ROOT, 'tools'),
-                         load="cfg = Config.fromfile('user.py')\n    " + PRINT_CFG,
-                         load_by_path="cfg = Config.fromfile('by_path.py')\n    " + PRINT_CFG)
-    return _run([sys.executable, *QUIET, '-c', code], cwd=str(folder),
-                env=_env(MMPOSENC_NO_STARTUP_HOOK='1'))
-
-
-def test_user_config_inherits_an_mmposenc_config(parses):
-    """Editable install, a config outside the repository parsed from a folder outside the repo
-    (``PARSES``, hook off): through tools/train.py's loader (load_config imports mmposenc
-    itself, first), and then with mmengine's Config after `import mmposenc` (what the loader
-    does first)."""
-    loader, plain = parses.stdout.split('\n')[:2]
-    assert loader.strip() == 'mmposenc.PEGDETR ./work_dirs/user', parses.stdout
-    assert plain == ("mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"), (
-        parses.stdout)
-
-
-def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(parses):
-    """What the hosts' tools/train.py does (Config.fromfile first) with the startup hook
-    turned off (``PARSES``): `custom_imports` in the config does not help, since mmengine
-    resolves `_base_` before it imports them; inheriting our config by its path does."""
-    refused, imported, loaded = parses.stdout.split('\n')[2:5]
-    assert refused == 'AssertionError: mmengine does not support to load mmposenc config.'
-    assert imported == 'False'
-    assert loaded == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"
-
-
 def _model_names(root):
     import yaml
     index = yaml.safe_load(open(osp.join(root, 'model-index.yml')))
@@ -358,127 +252,3 @@ def test_mim_search_lists_every_model_from_the_editable_install(tmp_path):
                cwd=str(tmp_path), env=_env(PYTHONPATH=REPO_ROOT))
     listed = re.findall(r"'([^']+)'", res.stdout.split('valid config ids:')[-1])
     assert sorted(listed) == names
-
-
-# ------------------------------------------------------------------ training, real data ------
-def _train_config(tmp_path, coco128_root):
-    """A tiny PEG-DETR (mmdet's DETR-R18 smoke config, encoder PE swapped for a PEG) on
-    COCO128, inherited through `mmposenc::`; 2 iterations, no validation."""
-    data_root = coco128_root.rstrip('/') + '/'
-    path = tmp_path / 'peg_detr_tiny.py'
-    path.write_text(f"""\
-_base_ = 'mmposenc::smoke/detr_r18_1xb2-8it_coco128.py'
-custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)
-model = dict(type='mmposenc.PEGDETR', encoder_pos='peg')
-train_dataloader = dict(dataset=dict(data_root={data_root!r}))
-val_dataloader = val_evaluator = val_cfg = None
-test_dataloader = test_evaluator = test_cfg = None
-train_cfg = dict(max_iters=2)
-default_hooks = dict(checkpoint=dict(interval=2))
-""")
-    return str(path)
-
-
-def _assert_trained_peg_detr(work_dir):
-    import torch
-    ckpt = torch.load(osp.join(work_dir, 'iter_2.pth'), map_location='cpu', weights_only=False)
-    assert any(k.startswith('encoder.pegs.0.') for k in ckpt['state_dict'])
-    assert ckpt['meta']['iter'] == 2
-
-
-# ------------------------------------------------------------------ the wheel ---------------
-def _copy_source(dst):
-    """The files a build needs, without the work tree's venv, caches and outputs."""
-    ignore = shutil.ignore_patterns('__pycache__', '*.pyc', '.mim', '*.egg-info', 'build',
-                                    'dist', 'work_dirs', 'data', '*.pth', '*.onnx')
-    os.makedirs(dst)
-    for name in ('setup.py', 'model-index.yml', '_mmposenc_startup.py', 'mmposenc-startup.pth',
-                 'mmposenc', 'configs', 'tools'):
-        src = osp.join(REPO_ROOT, name)
-        if osp.isdir(src):
-            shutil.copytree(src, osp.join(dst, name), ignore=ignore)
-        else:
-            shutil.copy(src, dst)
-
-
-_WHEEL_ENVIRONMENT = {}
-
-
-def wheel_environment(tmp_path_factory):
-    """A throwaway environment with mmposenc installed from its wheel, built once per session
-    and shared with test_startup_hook.py (building and installing the wheel is what both
-    test; each checks its own part of the result): a copy of the source (``src``), the wheel
-    built from it by ``pip wheel`` (``wheel``), a fresh venv without pip or setuptools of its
-    own holding the wheel alone (``python``, its ``site`` folder), and a .pth file that appends
-    this venv's site-packages for the pinned stack (torch, mmcv, mmengine, the hosts, openmim).
-    A plain path in a .pth file adds the folder without running its .pth files, so the
-    editable mmposenc of this venv is not importable there."""
-    if not _WHEEL_ENVIRONMENT:
-        tmp = tmp_path_factory.mktemp('wheel_env')
-        src, dist, venv = str(tmp / 'src'), str(tmp / 'dist'), str(tmp / 'venv')
-        _copy_source(src)
-        _run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation',
-              '--disable-pip-version-check', '-w', dist, src], cwd=str(tmp))
-        wheel, = [osp.join(dist, f) for f in os.listdir(dist) if f.endswith('.whl')]
-        _run([sys._base_executable, '-m', 'venv', '--without-pip', venv], cwd=str(tmp))
-        py = osp.join(venv, 'bin', 'python')
-        _run([sys.executable, '-m', 'pip', '--python', py, 'install', '--no-deps', '--no-index',
-              '--disable-pip-version-check', wheel], cwd=str(tmp))
-        site = _run([py, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
-                    cwd=str(tmp)).stdout.strip()
-        with open(osp.join(site, 'pinned_stack.pth'), 'w') as f:
-            f.write(VENV_SITE + '\n')
-        _WHEEL_ENVIRONMENT.update(src=src, wheel=wheel, python=py, site=site)
-    return dict(_WHEEL_ENVIRONMENT)
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group('wheel_environment')  # one worker builds it (see wheel_environment)
-def test_wheel_in_a_fresh_virtual_environment(tmp_path, tmp_path_factory, coco128_root):
-    """`pip wheel .` holds the package and .mim/{configs,tools,model-index.yml}; installed
-    into a fresh venv it serves `mmposenc::` configs, `mim search` and `mim train`.
-
-    The fresh venv (:func:`wheel_environment`) gets the wheel alone and this venv's
-    site-packages as a plain path: the test checks that mmposenc and its metadata come from
-    the wheel, and that mmengine's own get_installed_path (not our wrapper) finds the
-    installed package.
-    """
-    env = wheel_environment(tmp_path_factory)
-    src, wheel, py, site = env['src'], env['wheel'], env['python'], env['site']
-    names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {osp.relpath(osp.join(r, f), src) for r, _, fs in os.walk(osp.join(src, 'configs'))
-               for f in fs if f.endswith(('.py', '.yml', '.md'))}
-    in_wheel = {n[len('mmposenc/.mim/'):] for n in names
-                if n.startswith('mmposenc/.mim/configs/')}
-    assert in_wheel == shipped and len(shipped) > 100
-    for f in ('mmposenc/__init__.py', 'mmposenc/utils/config_package.py',
-              'mmposenc/.mim/model-index.yml', 'mmposenc/.mim/tools/train.py',
-              'mmposenc/.mim/tools/_runner_utils.py', 'mmposenc/.mim/tools/test.py'):
-        assert f in names, f
-
-    project = tmp_path / 'project'
-    project.mkdir()
-    (project / 'user.py').write_text(USER_CONFIG)
-    code = LOAD.format(imports=(
-        'import mmposenc, importlib.metadata as md\n'
-        'from mmengine.utils import get_installed_path\n'
-        'print(mmposenc.__file__, md.distribution("mmposenc")._path, '
-        'get_installed_path("mmposenc"))'))
-    res = _run([py, *QUIET, '-c', code, 'user.py'], cwd=str(project))
-    where, loaded = res.stdout.strip().split('\n')[:2]
-    package = osp.join(site, 'mmposenc')
-    assert where.split() == [osp.join(package, '__init__.py'),
-                             osp.join(site, 'mmposenc-0.1.0.dist-info'), package]
-    assert loaded == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"
-
-    res = _run([py, *QUIET, '-m', 'mim', 'search', 'mmposenc', '--valid-config'],
-               cwd=str(project))
-    listed = re.findall(r"'([^']+)'", res.stdout.split('valid config ids:')[-1])
-    assert sorted(listed) == _model_names(src)
-
-    cfg = _train_config(project, coco128_root)
-    work_dir = str(project / 'work')
-    res = _run([py, *QUIET, '-m', 'mim', 'train', 'mmposenc', cfg, '--work-dir', work_dir],
-               cwd=str(project))
-    assert osp.join(package, '.mim', 'tools', 'train.py') in res.stdout
-    _assert_trained_peg_detr(work_dir)

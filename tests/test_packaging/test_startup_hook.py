@@ -1,11 +1,14 @@
-"""The startup hook: `_base_ = 'mmposenc::...'` through the hosts' own entry points.
+"""mmposenc as users run it from their own folder: the startup hook, the wheel, mim.
 
-mmposenc installs ``mmposenc-startup.pth`` into site-packages (regular and editable installs);
-at interpreter start it puts one finder in front of ``sys.meta_path``, which registers mmposenc
+The startup hook: `_base_ = 'mmposenc::...'` through the hosts' own entry points. mmposenc
+installs ``mmposenc-startup.pth`` into site-packages (regular and editable installs); at
+interpreter start it puts one finder in front of ``sys.meta_path``, which registers mmposenc
 with mmengine's config loader when ``mmengine.config`` is imported (``_mmposenc_startup.py``).
-Every run here is a fresh Python process that never imports mmposenc itself (the hosts'
-test.py, inferencers and hook-off train.py: forked children of one such process per install,
-each starting with nothing of mmposenc imported, see ``RUNS``):
+Every run here is a fresh Python process that never imports mmposenc itself: ``mim train``
+starts one per training; the hosts' test.py, inferencers, mmdet's train.py with the editable
+install, the hook-off runs and our tools/test.py are forked children of one fresh interpreter
+per install and hook state, each starting with nothing of mmposenc imported (asserted; see
+``_fresh_children`` and tests/forked_runs.py). Tested:
 
 - what the hook costs: the modules an interpreter imports at startup (one more: the hook),
   nothing imported when it registers (no mmposenc, no torch), the finder gone afterwards, the
@@ -16,24 +19,32 @@ each starting with nothing of mmposenc imported, see ``RUNS``):
   mmdet's / mmseg's / mmpretrain's ``tools/train.py`` and ``tools/test.py`` (as shipped in
   their wheels, ``<host>/.mim/tools``), ``mim train <host>``, and ``DetInferencer``,
   ``MMSegInferencer`` and ``ImageClassificationInferencer`` on one real image, with the
-  editable install (this virtual environment) and with the wheel in a throwaway environment.
+  editable install (this virtual environment) and with the wheel in a throwaway environment;
+- without the hook: the hosts' train.py refuse such a config, ``custom_imports`` does not
+  help, our tools/train.py's loader (it imports mmposenc first) and a base by path do;
+- mmposenc's own tools (the README's "use from your own project" rows): the wheel (its
+  contents, its package and metadata, ``mim search`` and ``mim train mmposenc``) in a fresh
+  virtual environment, and with the editable install ``PYTHONPATH=<repo> mim train mmposenc``
+  then our tools/test.py on the user's PEG-DETR.
 """
 import json
 import os
 import os.path as osp
+import re
 import shutil
 import sys
 import tempfile
 import zipfile
 
 import pytest
-from test_package_install import (QUIET, VENV_SITE, _copy_source, _env, _run,
-                                  wheel_environment)
+from test_package_install import (QUIET, VENV_SITE, _assert_mim_sees_the_repository, _env,
+                                  _model_names, _run)
 
 from conftest import REPO_ROOT
+from forked_runs import run_tools
 
-# under pytest-xdist (make test) on one worker: the module's project, checkpoints and wheel
-# are made once, the wheel environment together with test_package_install.py's wheel test
+# under pytest-xdist (make test) on one worker: the module's project, trainings, wheel and
+# fresh interpreters are made once
 pytestmark = pytest.mark.xdist_group('wheel_environment')
 
 PTH = 'mmposenc-startup.pth'
@@ -94,25 +105,7 @@ print(json.dumps(dict(modules=sorted(sys.modules),
 """
 
 
-def _startup(python, **kw):
-    return json.loads(_py(['-c', STARTUP], python=python, **kw).stdout)
-
-
-def test_at_startup_the_hook_imports_itself_only():
-    """With the hook, `python -c ...` imports one module more than without (the hook's own,
-    from the source tree for the editable install) and puts one finder first; nothing of
-    mmengine, torch or mmposenc. The off switch leaves the interpreter as without the hook."""
-    python = _editable_python()
-    on, off = _startup(python), _startup(python, off=True)
-    assert set(on['modules']) - set(off['modules']) == {HOOK}
-    assert set(off['modules']) <= set(on['modules'])
-    assert not [m for m in on['modules'] if m.split('.')[0] in ('mmengine', 'torch', 'mmposenc')]
-    assert on['finders'] == ['MMEngineConfigFinder'] + off['finders']
-    assert on['hook'] == osp.join(REPO_ROOT, HOOK + '.py') and off['hook'] is None
-
-
 AFTER_MMENGINE = """\
-import json, sys
 before = set(sys.modules)
 import mmengine.config
 from mmengine.config import config
@@ -127,16 +120,61 @@ print(json.dumps(dict(
     spec_loader_is_loader=module.__spec__.loader is module.__loader__,
     finders=[type(f).__name__ for f in sys.meta_path])))
 """
+USER_CONFIG = """\
+# a user's own config, outside the repository
+_base_ = 'mmposenc::peg_detr/detr-peg_r50_16xb2-50e_coco.py'
+model = dict(peg_after=(0, 1))
+"""
+PARSE = """\
+from mmengine.config import Config
+cfg = Config.fromfile(sys.argv[1], import_custom_modules=False)
+print(cfg.model.type, cfg.model.peg_after, 'mmposenc' in sys.modules)
+"""
 
 
-def test_importing_mmengine_config_registers_mmposenc():
+@pytest.fixture(scope='module')
+def states(request, tmp_path_factory):
+    """What one fresh `python -c` of an install, with the hook on or off, prints: its state at
+    startup (``STARTUP``), what `import mmengine.config` then imported and registered
+    (``AFTER_MMENGINE``) and its parse of a user config with an `mmposenc::` base (``PARSE``,
+    ``USER_CONFIG``; mmengine refuses it with the hook off: the process fails there), from a
+    folder holding only that config; a function of (install, hook on?) giving dict(startup,
+    after, parse, res)."""
+    folder = tmp_path_factory.mktemp('states')
+    (folder / 'user.py').write_text(USER_CONFIG)
+    made = {}
+
+    def get(install, on):
+        if (install, on) not in made:
+            res = _py(['-c', STARTUP + AFTER_MMENGINE + PARSE, 'user.py'],
+                      python=_python(request, install), cwd=str(folder), off=not on, check=on)
+            lines = res.stdout.split('\n')
+            assert len(lines) > 2, res.stdout + res.stderr[-3000:]
+            made[install, on] = dict(startup=json.loads(lines[0]), after=json.loads(lines[1]),
+                                     parse=lines[2], res=res)
+        return made[install, on]
+
+    return get
+
+
+def test_at_startup_the_hook_imports_itself_only(states):
+    """With the hook, `python -c ...` imports one module more than without (the hook's own,
+    from the source tree for the editable install) and puts one finder first; nothing of
+    mmengine, torch or mmposenc. The off switch leaves the interpreter as without the hook."""
+    on, off = states('editable', True)['startup'], states('editable', False)['startup']
+    assert set(on['modules']) - set(off['modules']) == {HOOK}
+    assert set(off['modules']) <= set(on['modules'])
+    assert not [m for m in on['modules'] if m.split('.')[0] in ('mmengine', 'torch', 'mmposenc')]
+    assert on['finders'] == ['MMEngineConfigFinder'] + off['finders']
+    assert on['hook'] == osp.join(REPO_ROOT, HOOK + '.py') and off['hook'] is None
+
+
+def test_importing_mmengine_config_registers_mmposenc(states):
     """`import mmengine.config` registers `mmposenc` (the package folder of the editable
     install: the source tree) and imports only the hook's copy of config_package.py beyond
     what mmengine imports without the hook; mmengine.config keeps its own loader, and the
     finder takes itself out (later imports do not pass through it)."""
-    python = _editable_python()
-    on = json.loads(_py(['-c', AFTER_MMENGINE], python=python).stdout)
-    off = json.loads(_py(['-c', AFTER_MMENGINE], python=python, off=True).stdout)
+    on, off = states('editable', True)['after'], states('editable', False)['after']
     assert on['registered'] == 'mmposenc' and off['registered'] is None
     assert on['folder'] == osp.join(REPO_ROOT, 'mmposenc')
     assert on['mmdet'] == off['mmdet']
@@ -147,30 +185,14 @@ def test_importing_mmengine_config_registers_mmposenc():
     assert 'MMEngineConfigFinder' not in on['finders'] and on['finders'] == off['finders']
 
 
-USER_CONFIG = """\
-# a user's own config, outside the repository
-_base_ = 'mmposenc::peg_detr/detr-peg_r50_16xb2-50e_coco.py'
-model = dict(peg_after=(0, 1))
-"""
-PARSE = """\
-import sys
-from mmengine.config import Config
-cfg = Config.fromfile(sys.argv[1], import_custom_modules=False)
-print(cfg.model.type, cfg.model.peg_after, 'mmposenc' in sys.modules)
-"""
-
-
-def test_user_config_parses_without_importing_mmposenc_and_the_off_switch(tmp_path):
+def test_user_config_parses_without_importing_mmposenc_and_the_off_switch(states):
     """A user config with an `mmposenc::` base parses in a fresh process that never imports
     mmposenc (the package stays unimported); with MMPOSENC_NO_STARTUP_HOOK=1 mmengine refuses
     it as it does without the hook."""
-    python = _editable_python()
-    (tmp_path / 'user.py').write_text(USER_CONFIG)
-    res = _py(['-c', PARSE, 'user.py'], python=python, cwd=str(tmp_path))
-    assert res.stdout.split('\n')[0] == 'mmposenc.PEGDETR (0, 1) False', res.stdout
-    res = _py(['-c', PARSE, 'user.py'], python=python, cwd=str(tmp_path), off=True,
-              check=False)
-    assert res.returncode != 0 and REFUSED in res.stderr, res.stderr[-2000:]
+    on, off = states('editable', True), states('editable', False)
+    assert on['parse'] == 'mmposenc.PEGDETR (0, 1) False', on['res'].stdout
+    assert off['res'].returncode != 0 and REFUSED in off['res'].stderr, (
+        off['res'].stderr[-2000:])
 
 
 # ------------------------------------------------------------------ robustness ---------------
@@ -242,13 +264,15 @@ def test_a_half_uninstalled_hook_never_breaks_python(tmp_path, case):
 # ------------------------------------------------------------------ the hosts' entry points --
 # A user's project folder outside the repository: one config per task, each a shipped config
 # of ours taken through `mmposenc::`, with the user's data and a 1-iteration schedule (the
-# smallest shipped config of each kind; only data, schedule and no-download overrides; the
-# hosts' test.py evaluates one image: what is tested is the entry point, not the metric).
+# smallest shipped config of each kind; only data, schedule and no-download overrides, and
+# checkpoints without the optimizer's state; the hosts' test.py evaluates one image: what is
+# tested is the entry point, not the metric).
 _SCHEDULE = """
 train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=1)
 val_dataloader = val_evaluator = val_cfg = None
 param_scheduler = []
-default_hooks = dict(checkpoint=dict(by_epoch=False, interval=1), logger=dict(interval=1))
+default_hooks = dict(checkpoint=dict(by_epoch=False, interval=1, save_optimizer=False),
+                     logger=dict(interval=1))
 log_processor = dict(by_epoch=False)
 """
 _LOADER = 'batch_size={bs}, num_workers=0, persistent_workers=False'
@@ -315,10 +339,32 @@ def _host_tool(host, name):
     return path
 
 
+# The user's own configs on top of ours, trained by `mim train mmposenc` (our tools/train.py
+# from mmposenc/.mim/tools) with each install: mmdet's DETR-R18 smoke config made a PEG-DETR,
+# two iterations; the test loop evaluates one image (our tools/test.py, editable install).
+OURS = 'peg_detr.py'
+OURS_CONFIG = """\
+# a user's own config, outside the repository, inheriting ours through mmposenc::
+_base_ = 'mmposenc::smoke/detr_r18_1xb2-8it_coco128.py'
+custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)
+model = dict(type='mmposenc.PEGDETR', encoder_pos='peg')
+data_root = {coco!r}
+train_dataloader = dict(dataset=dict(data_root=data_root))
+test_dataloader = dict(dataset=dict(data_root=data_root, indices=1))
+val_dataloader = val_evaluator = val_cfg = None
+test_evaluator = dict(ann_file=data_root + 'annotations/instances_train2017.json')
+train_cfg = dict(max_iters=2)
+default_hooks = dict(checkpoint=dict(interval=2, save_optimizer=False))
+"""
+
+
 @pytest.fixture(scope='module')
 def project(tmp_path_factory, coco128_root, ade20k_sample_root):
     """The user's folder with one config per task (the classification data: COCO128 object
-    crops in class folders, made with tools/dataset_converters/coco_crops_cls.py)."""
+    crops in class folders, made with tools/dataset_converters/coco_crops_cls.py), the user's
+    PEG-DETR for `mim train mmposenc` (``OURS``), and the configs the parses without the hook
+    read (``user.py``: ``USER_CONFIG``; the same with ``custom_imports`` of mmposenc; the same
+    inheriting our config by its path)."""
     import importlib.util
     folder = tmp_path_factory.mktemp('my_project')
     spec = importlib.util.spec_from_file_location(
@@ -333,63 +379,89 @@ def project(tmp_path_factory, coco128_root, ade20k_sample_root):
                  crops=str(folder / 'crops'))
     for task, spec in TASKS.items():
         (folder / f'{task}.py').write_text(spec['config'].format(**roots))
+    (folder / OURS).write_text(OURS_CONFIG.format(**roots))
+    (folder / 'user.py').write_text(USER_CONFIG)
+    (folder / 'user_custom_imports.py').write_text(
+        USER_CONFIG + "custom_imports = dict(imports=['mmposenc'], allow_failed_imports=False)\n")
+    (folder / 'by_path.py').write_text(USER_CONFIG.replace(
+        'mmposenc::peg_detr/detr-peg_r50_16xb2-50e_coco.py',
+        osp.join(REPO_ROOT, 'configs', 'peg_detr', 'detr-peg_r50_16xb2-50e_coco.py')))
     images = dict(coco=osp.join(roots['coco'], 'train2017', '000000000009.jpg'),
                   ade=osp.join(roots['ade'], 'images', 'ADE_val_00000001.jpg'))
     return dict(folder=str(folder), images=images)
 
 
-def _assert_checkpoint(path, task):
+def _load(path):
+    """A checkpoint's dict, its tensors mapped from the file (only what a test reads is read)."""
     import torch
-    state = torch.load(path, map_location='cpu', weights_only=False)
+    return torch.load(path, map_location='cpu', weights_only=False, mmap=True)
+
+
+def _assert_checkpoint(path, task):
+    state = _load(path)
     assert state['meta']['iter'] == 1
     ours = [k for k in state['state_dict'] if k.startswith(TASKS[task]['ours'])]
     assert ours, f'{path} holds no {TASKS[task]["ours"]}* weights: not our model'
 
 
-@pytest.fixture(scope='module')
-def checkpoints(request, project):
-    """One 1-iteration checkpoint per task, made on first use by the host's own
-    ``.mim/tools/train.py`` in a fresh process that never imports mmposenc: mmdet's run
-    directly with the editable install (this environment) for instance segmentation, and
-    ``mim train <host>`` with the wheel for the other three tasks (mim runs the same script in a
-    new process of the wheel's interpreter; it prints the command). One training run per task,
-    not one per task and install: the script is the same either way, and past the startup hook,
-    which the two installs put in place differently (tested above), so is the code."""
-    made = {}
+def _assert_trained_peg_detr(work_dir):
+    """The user's PEG-DETR (``OURS``) trained two iterations: our PEG weights are there (mmdet's
+    DETR-R18 has none)."""
+    ckpt = _load(osp.join(work_dir, 'iter_2.pth'))
+    assert any(k.startswith('encoder.pegs.0.') for k in ckpt['state_dict'])
+    assert ckpt['meta']['iter'] == 2
 
-    def get(task):
-        if task not in made:
-            host = TASKS[task]['host']
-            if HOST_OF.get(host) == task:  # detection, semantic, classification
-                work_dir = osp.join(project['folder'], 'work_dirs', f'mim_{host}_wheel')
-                res = _py(['-m', 'mim', 'train', host, f'{task}.py', '--work-dir', work_dir],
-                          python=request.getfixturevalue('wheel_python'),
-                          cwd=project['folder'])
-                assert osp.join(host, '.mim', 'tools', 'train.py') in res.stdout
-            else:
-                work_dir = osp.join(project['folder'], 'work_dirs', task)
-                _py([_host_tool(host, 'train.py'), f'{task}.py', '--work-dir', work_dir],
-                    python=_editable_python(), cwd=project['folder'])
-            made[task] = osp.join(work_dir, 'iter_1.pth')
-            _assert_checkpoint(made[task], task)
-        return made[task]
 
-    return get
+# ------------------------------------------------------------------ the wheel ---------------
+def _copy_source(dst):
+    """The files a build needs, without the work tree's venv, caches and outputs."""
+    ignore = shutil.ignore_patterns('__pycache__', '*.pyc', '.mim', '*.egg-info', 'build',
+                                    'dist', 'work_dirs', 'data', '*.pth', '*.onnx')
+    os.makedirs(dst)
+    for name in ('setup.py', 'model-index.yml', '_mmposenc_startup.py', 'mmposenc-startup.pth',
+                 'mmposenc', 'configs', 'tools'):
+        src = osp.join(REPO_ROOT, name)
+        if osp.isdir(src):
+            shutil.copytree(src, osp.join(dst, name), ignore=ignore)
+        else:
+            shutil.copy(src, dst)
 
 
 @pytest.fixture(scope='module')
-def wheel_python(tmp_path_factory):
-    """A throwaway environment with mmposenc installed from its wheel (built from a copy of
-    the source; shared with test_package_install.py, see its ``wheel_environment``); this
-    environment's site-packages appended as a plain path for the pinned stack (its .pth files,
-    the editable mmposenc's among them, do not run there)."""
-    env = wheel_environment(tmp_path_factory)
-    with zipfile.ZipFile(env['wheel']) as z:
+def wheel_environment(tmp_path_factory):
+    """A throwaway environment with mmposenc installed from its wheel: a copy of the source
+    (``src``), the wheel built from it by ``pip wheel`` (``wheel``), a fresh venv without pip or
+    setuptools of its own holding the wheel alone (``python``, its ``site`` folder), and a .pth
+    file that appends this venv's site-packages for the pinned stack (torch, mmcv, mmengine,
+    the hosts, openmim). A plain path in a .pth file adds the folder without running its .pth
+    files, so the editable mmposenc of this venv is not importable there."""
+    tmp = tmp_path_factory.mktemp('wheel_env')
+    src, dist, venv = str(tmp / 'src'), str(tmp / 'dist'), str(tmp / 'venv')
+    _copy_source(src)
+    _run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation',
+          '--disable-pip-version-check', '-w', dist, src], cwd=str(tmp))
+    wheel, = [osp.join(dist, f) for f in os.listdir(dist) if f.endswith('.whl')]
+    _run([sys._base_executable, '-m', 'venv', '--without-pip', venv], cwd=str(tmp))
+    py = osp.join(venv, 'bin', 'python')
+    _run([sys.executable, '-m', 'pip', '--python', py, 'install', '--no-deps', '--no-index',
+          '--disable-pip-version-check', wheel], cwd=str(tmp))
+    site = _run([py, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+                cwd=str(tmp)).stdout.strip()
+    with open(osp.join(site, 'pinned_stack.pth'), 'w') as f:
+        f.write(VENV_SITE + '\n')
+    return dict(src=src, wheel=wheel, python=py, site=site)
+
+
+@pytest.fixture(scope='module')
+def wheel_python(wheel_environment):
+    """The interpreter of the wheel's environment (see ``wheel_environment``), after checking
+    that the wheel holds the startup hook and installed it."""
+    with zipfile.ZipFile(wheel_environment['wheel']) as z:
         assert z.read(PTH) == open(osp.join(REPO_ROOT, PTH), 'rb').read()
         assert HOOK + '.py' in z.namelist()
-    site_dir = env['site']
+    site_dir = wheel_environment['site']
     assert osp.isfile(osp.join(site_dir, PTH)) and osp.isfile(osp.join(site_dir, HOOK + '.py'))
-    return env['python']
+    return wheel_environment['python']
 
 
 def _python(request, install):
@@ -399,181 +471,202 @@ def _python(request, install):
     return request.getfixturevalue('wheel_python')
 
 
-# The hosts' test.py and inferencers run once per task: with the editable install for instance
-# segmentation, semantic segmentation and classification, with the wheel for detection (each
-# install once at least); the hosts' train.py runs once per task (see ``checkpoints``): past
-# the startup hook, which the two installs put in place differently (tested above), the paths
-# are the same code.
-TEST_CASES = [('editable', 'instance'), ('editable', 'semantic'), ('editable', 'classification'),
-              ('wheel', 'detection')]
-
-# The hosts' scripts and inferencers run in forked children of one fresh interpreter per
-# install, which imports the stack once (torch and the hosts' apis: what every check imports;
-# nothing of mmposenc, asserted). ``import mmengine.config`` there runs the startup hook as in
-# any fresh interpreter; each child starts from that state, runs one host script as
-# ``python <script> <args>`` runs it (``runpy`` as ``__main__``, the script's folder first on
-# sys.path) or one inference snippet, with its stdout and stderr in a file of its own.
-RUNS = """\
-import json, os, runpy, sys, traceback
-jobs = json.loads(sys.argv[1])
-for host in sys.argv[2:]:
-    __import__(host + '.apis')
-early = sorted(m for m in sys.modules if m.split('.')[0] == 'mmposenc')
-assert not early, f'imported before the checks: {early}'
-
-
-def run(job):
-    if 'script' in job:
-        sys.argv = [job['script'], *job['args']]
-        sys.path[0] = os.path.dirname(job['script'])
-        runpy.run_path(job['script'], run_name='__main__')
-    else:
-        exec(compile(job['code'], '<snippet>', 'exec'), dict(__name__='__main__'))
-
-
-def in_child(job):
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        out = os.open(job['log'], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        code = 0
-        try:
-            run(job)
-        except SystemExit as err:
-            code = err.code if isinstance(err.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-
-
-print('RETURNCODES ' + json.dumps({job['log']: in_child(job) for job in jobs}))
-"""
-
-
-def _fresh_children(python, jobs, hosts, cwd, off=False):
-    """(returncode, stdout + stderr) of each job, run as ``RUNS`` runs them."""
-    res = _py(['-c', RUNS, json.dumps(jobs), *hosts], python=python, cwd=cwd, off=off)
-    codes = json.loads(res.stdout.split('RETURNCODES ')[-1])
-    return [(codes[job['log']], open(job['log']).read()) for job in jobs]
-
-
-def _mmposenc_file(python):
-    """Where ``import mmposenc`` comes from for ``python`` (the editable source tree or the
-    wheel's site-packages)."""
-    return _py(['-c', 'import importlib.util as u; print(u.find_spec("mmposenc").origin)'],
-               python=python).stdout.strip()
+def _mmposenc_file(request, install):
+    """Where ``import mmposenc`` comes from with ``install``: the source tree (editable) or
+    the wheel's site-packages."""
+    if install == 'editable':
+        return osp.join(REPO_ROOT, 'mmposenc', '__init__.py')
+    return osp.join(request.getfixturevalue('wheel_environment')['site'], 'mmposenc',
+                    '__init__.py')
 
 
 @pytest.mark.slow
-def test_wheel_install_startup_and_registration(wheel_python):
+def test_wheel_install_startup_and_registration(wheel_environment, states):
     """The regular wheel: at startup the hook alone is imported (from the wheel's
     site-packages), `import mmengine.config` registers the wheel's package folder, and the
     off switch leaves both as without the hook."""
-    site_dir = osp.dirname(osp.dirname(_mmposenc_file(wheel_python)))
-    on, off = _startup(wheel_python), _startup(wheel_python, off=True)
-    assert set(on['modules']) - set(off['modules']) == {HOOK}
-    assert on['hook'] == osp.join(site_dir, HOOK + '.py')
-    after = json.loads(_py(['-c', AFTER_MMENGINE], python=wheel_python).stdout)
-    assert after['folder'] == osp.join(site_dir, 'mmposenc')
-    assert not [m for m in after['new'] if m.split('.')[0] in ('mmposenc', 'torch')]
-    after_off = json.loads(_py(['-c', AFTER_MMENGINE], python=wheel_python, off=True).stdout)
-    assert after_off['registered'] is None
+    site_dir = wheel_environment['site']
+    on, off = states('wheel', True), states('wheel', False)
+    assert set(on['startup']['modules']) - set(off['startup']['modules']) == {HOOK}
+    assert on['startup']['hook'] == osp.join(site_dir, HOOK + '.py')
+    assert on['after']['folder'] == osp.join(site_dir, 'mmposenc')
+    assert not [m for m in on['after']['new'] if m.split('.')[0] in ('mmposenc', 'torch')]
+    assert off['after']['registered'] is None
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('task', [t for t in TASKS if t not in HOST_OF.values()])
-def test_host_train_script(project, checkpoints, task):
-    """mmdet's own tools/train.py, run directly with the editable install, trains the user's
-    config (our model: the checkpoint holds our PEG weights) in a fresh process without
-    import mmposenc (see ``checkpoints``)."""
-    assert osp.isfile(checkpoints(task))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize('host', list(HOST_OF))
-def test_mim_train(project, checkpoints, host):
-    """`mim train <host> CONFIG` with the wheel (mim runs the host's .mim/tools/train.py in a
-    new process of the same interpreter; the fixture checks its command) trains the user's
-    config of each host: mmdet's, mmseg's and mmpretrain's own train.py (see
-    ``checkpoints``)."""
-    assert osp.isfile(checkpoints(HOST_OF[host]))
-
-
-@pytest.fixture(scope='module')
-def refusals(project, tmp_path_factory):
-    """Each host's tools/train.py on the user config of its task with the hook off, in the
-    children of one fresh interpreter started with ``MMPOSENC_NO_STARTUP_HOOK=1`` (see
-    ``RUNS``): {host: (returncode, output)}."""
-    logs = tmp_path_factory.mktemp('refused')
-    jobs = [dict(script=_host_tool(host, 'train.py'), log=str(logs / f'{host}.log'),
-                 args=[f'{task}.py', '--work-dir',
-                       osp.join(project['folder'], 'work_dirs', f'refused_{host}')])
-            for host, task in HOST_OF.items()]
-    results = _fresh_children(_editable_python(), jobs, list(HOST_OF), project['folder'],
-                              off=True)
-    return dict(zip(HOST_OF, results))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize('host', list(HOST_OF))
-def test_without_the_hook_the_host_train_script_refuses(refusals, host):
-    """The same user configs with the hook off: each host's tools/train.py stops at parsing
-    with mmengine's refusal (what the hook fixes)."""
-    returncode, output = refusals[host]
-    assert returncode != 0 and REFUSED in output, output[-2000:]
+# ------------------------------------------------------------------ mim train ---------------
+# What `mim train` runs, per (package, install): `mim train <host>` with the wheel trains the
+# user's config of the host's task with the host's own .mim/tools/train.py (mim starts it as a
+# new process of the wheel's interpreter: a fresh interpreter that never imported mmposenc,
+# where only the startup hook makes the `mmposenc::` base load); `mim train mmposenc` trains
+# the user's PEG-DETR with our tools/train.py from mmposenc/.mim/tools, with the wheel and
+# with the editable install (repository first on PYTHONPATH, as the README says). The
+# semantic segmentation run takes 256 x 256 crops instead of the shipped 512 x 512 (one
+# training step of PVT-PEG-T FPN: what is tested is the entry point).
+MIM_TRAINS = {
+    ('mmdet', 'wheel'): ['detection.py'],
+    ('mmseg', 'wheel'): ['semantic.py', '--cfg-options',
+                         'train_dataloader.dataset.pipeline.3.crop_size=(256,256)',
+                         'model.data_preprocessor.size=(256,256)'],
+    ('mmpretrain', 'wheel'): ['classification.py'],
+    ('mmposenc', 'wheel'): [OURS],
+    ('mmposenc', 'editable'): [OURS],
+}
 
 
 @pytest.fixture(scope='module')
-def host_runs(request, project, checkpoints, tmp_path_factory):
-    """The hosts' test.py and inferencers of TEST_CASES with the user's configs and their
-    checkpoints, in the children of one fresh interpreter per install (see ``RUNS``): a function
-    of (what, install, task), what 'test' or 'infer', giving (returncode, output, out_dir)."""
+def mim_trains(request, project):
+    """``mim train <package> CONFIG --work-dir ...`` of ``MIM_TRAINS``, each made on first use
+    from the user's folder: a function of (package, install) giving (the completed mim
+    process, work_dir)."""
     made = {}
 
-    def get(what, install, task):
-        if install not in made:
-            logs = tmp_path_factory.mktemp(f'runs_{install}')
-            jobs, keys = [], []
-            for case_install, case_task in TEST_CASES:
-                if case_install != install:
-                    continue
-                ckpt = checkpoints(case_task)
-                host = TASKS[case_task]['host']
-                work_dir = osp.join(project['folder'], 'work_dirs', f'{case_task}_test_{install}')
-                jobs.append(dict(script=_host_tool(host, 'test.py'),
-                                 args=[f'{case_task}.py', ckpt, '--work-dir', work_dir],
-                                 log=str(logs / f'test_{case_task}.log')))
-                out_dir = str(logs / f'out_{case_task}')
-                image = project['images'][TASKS[case_task]['image']]
-                jobs.append(dict(code=(f'CONFIG, CHECKPOINT, IMAGE, OUT = {case_task + ".py"!r}, '
-                                       f'{ckpt!r}, {image!r}, {out_dir!r}\n'
-                                       + INFER[case_task] + REPORT),
-                                 log=str(logs / f'infer_{case_task}.log')))
-                keys += [('test', case_task, work_dir), ('infer', case_task, out_dir)]
-            hosts = sorted({TASKS[k[1]]['host'] for k in keys})
-            results = _fresh_children(_python(request, install), jobs, hosts, project['folder'])
-            made[install] = {(k[0], k[1]): (*r, k[2]) for k, r in zip(keys, results)}
-        return made[install][(what, task)]
+    def get(package, install):
+        if (package, install) not in made:
+            config, *options = MIM_TRAINS[package, install]
+            work_dir = osp.join(project['folder'], 'work_dirs', f'mim_{package}_{install}')
+            extra = dict(PYTHONPATH=REPO_ROOT) if install == 'editable' else {}
+            res = _py(['-m', 'mim', 'train', package, config, '--work-dir', work_dir, *options],
+                      python=_python(request, install), cwd=project['folder'], **extra)
+            made[package, install] = res, work_dir
+        return made[package, install]
 
     return get
 
 
+def _checkpoint(mim_trains, task):
+    """The 1-iteration checkpoint of ``task`` made by `mim train <host>` with the wheel (its
+    command and its checkpoint checked on first use)."""
+    host, = [h for h, t in HOST_OF.items() if t == task]
+    res, work_dir = mim_trains(host, 'wheel')
+    path = osp.join(work_dir, 'iter_1.pth')
+    if not getattr(res, 'checked', False):
+        assert osp.join(host, '.mim', 'tools', 'train.py') in res.stdout, res.stdout[-3000:]
+        _assert_checkpoint(path, task)
+        res.checked = True
+    return path
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize('install,task', TEST_CASES)
-def test_host_test_script(host_runs, install, task):
-    """The host's tools/test.py evaluates the trained checkpoint on the user's data."""
-    returncode, output, _ = host_runs('test', install, task)
-    assert returncode == 0, output[-5000:]
-    assert TASKS[task]['metric'] + ':' in output, output[-3000:]
+@pytest.mark.parametrize('host', list(HOST_OF))
+def test_mim_train(project, mim_trains, host):
+    """`mim train <host> CONFIG` with the wheel (mim runs the host's .mim/tools/train.py in a
+    new process of the same interpreter: the command it prints is checked) trains the user's
+    config of each host: mmdet's, mmseg's and mmpretrain's own train.py, each in a fresh
+    interpreter that never imported mmposenc (see ``MIM_TRAINS``); the checkpoint holds our
+    weights."""
+    assert osp.isfile(_checkpoint(mim_trains, HOST_OF[host]))
 
 
+# ------------------------------------------------------------------ fresh interpreters ------
+# The other checks of a user's entry points run in forked children of one fresh interpreter
+# per install and hook state (tests/forked_runs.py): it imports the stack once (torch and what
+# the runs import; nothing of mmposenc, asserted), with the startup hook on (its registration
+# runs when that interpreter imports mmengine.config, as in any fresh interpreter) or off
+# (``MMPOSENC_NO_STARTUP_HOOK=1``); each child starts from that state and runs one script as
+# ``python <script> <args>`` runs it, or one snippet as ``python -c`` does, from the user's
+# folder, no PYTHONPATH. Each child formats a config's text once, not at each of the Runner's
+# 4-5 uses (memoized: the same text; tests/forked_runs.py), a cost that is not the point here.
+def _fresh_children(python, jobs, preload, cwd, hook=True):
+    """{name: (returncode, stdout + stderr)} of ``jobs`` ({name: dict(argv=...) or
+    dict(code=..., argv=...)}), run in ``cwd`` as described above."""
+    runs = [dict(job, cwd=cwd) for job in jobs.values()]
+    done = run_tools(runs, preload=('torch', *preload), env=_env(), python=python,
+                     options=QUIET, startup_hook=hook, memoize_formatting=True)
+    return {name: (res.returncode, res.stdout + res.stderr) for name, res in zip(jobs, done)}
+
+
+# ------------------------------------------------------------------ without the hook -------
+# The parses of a user's config without the startup hook, from the user's folder: through our
+# tools/train.py's loader (it imports mmposenc itself, first) and then with mmengine's Config
+# after `import mmposenc` (what the loader does first); mmengine's Config as the hosts' tools
+# call it, with custom_imports of mmposenc in the config, and on a config inheriting ours by
+# its path. Each starts with mmposenc neither imported nor registered (asserted).
+UNREGISTERED = """\
+import sys
+from mmengine.config import Config
+from mmengine.config.utils import MODULE2PACKAGE
+assert 'mmposenc' not in sys.modules and 'mmposenc' not in MODULE2PACKAGE
+"""
+PRINT_CFG = ("print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, "
+             "cfg.default_scope, cfg.custom_imports.imports)\n")
+OUR_LOADER = UNREGISTERED + f"""\
+sys.path.insert(0, {osp.join(REPO_ROOT, 'tools')!r})
+from _runner_utils import load_config
+cfg = load_config('user.py')
+print(cfg.model.type, cfg.work_dir)
+import mmposenc  # what the loader did first: then mmengine's Config parses it
+cfg = Config.fromfile('user.py')
+""" + PRINT_CFG
+HOST_PARSE = UNREGISTERED + """\
+try:
+    Config.fromfile('user_custom_imports.py')
+    print('parsed')
+except Exception as err:
+    print(f'{type(err).__name__}: {err}')
+print('mmposenc' in sys.modules)
+# inheriting our config by its path needs no import before parsing
+cfg = Config.fromfile('by_path.py')
+""" + PRINT_CFG
+
+
+@pytest.fixture(scope='module')
+def without_hook(project):
+    """With the hook off (one fresh interpreter started with ``MMPOSENC_NO_STARTUP_HOOK=1``,
+    forked children as above): each host's tools/train.py on the user config of its task
+    (``refused <host>``), ``OUR_LOADER`` and ``HOST_PARSE``."""
+    jobs = {f'refused {host}': dict(argv=[
+        _host_tool(host, 'train.py'), f'{task}.py', '--work-dir',
+        osp.join(project['folder'], 'work_dirs', f'refused_{host}')])
+        for host, task in HOST_OF.items()}
+    jobs.update(our_loader=dict(code=OUR_LOADER), host_parse=dict(code=HOST_PARSE))
+    return _fresh_children(_editable_python(), jobs, ('mmcv.cnn', 'mmdet.models',
+                                                      'mmengine.runner'),
+                           project['folder'], hook=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('host', list(HOST_OF))
+def test_without_the_hook_the_host_train_script_refuses(without_hook, host):
+    """The same user configs with the hook off: each host's tools/train.py stops at parsing
+    with mmengine's refusal (what the hook fixes)."""
+    returncode, output = without_hook[f'refused {host}']
+    assert returncode != 0 and REFUSED in output, output[-2000:]
+
+
+def test_user_config_inherits_an_mmposenc_config(without_hook):
+    """Editable install, a config outside the repository parsed from a folder outside the repo
+    (``OUR_LOADER``, hook off): through tools/train.py's loader (load_config imports mmposenc
+    itself, first), and then with mmengine's Config after `import mmposenc` (what the loader
+    does first)."""
+    returncode, output = without_hook['our_loader']
+    assert returncode == 0, output[-3000:]
+    loader, plain = output.split('\n')[:2]
+    assert loader.strip() == 'mmposenc.PEGDETR ./work_dirs/user', output
+    assert plain == ("mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"), output
+
+
+def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(without_hook):
+    """What the hosts' tools/train.py does (Config.fromfile first) with the startup hook
+    turned off (``HOST_PARSE``): `custom_imports` in the config does not help, since mmengine
+    resolves `_base_` before it imports them; inheriting our config by its path does."""
+    returncode, output = without_hook['host_parse']
+    assert returncode == 0, output[-3000:]
+    refused, imported, loaded = output.split('\n')[:3]
+    assert refused == REFUSED
+    assert imported == 'False'
+    assert loaded == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"
+
+
+# ------------------------------------------------------------------ with the hook ----------
+# The hosts' test.py and inferencers run once per task: with the editable install for instance
+# segmentation, semantic segmentation and classification, with the wheel for detection (each
+# install once at least); the hosts' train.py runs once per task: mmdet's for instance
+# segmentation with the editable install (in a forked child as below), `mim train <host>` with
+# the wheel for the others (a fresh interpreter that mim starts): past the startup hook, which
+# the two installs put in place differently (tested above), the paths are the same code.
+TEST_CASES = [('editable', 'instance'), ('editable', 'semantic'), ('editable', 'classification'),
+              ('wheel', 'detection')]
 INFER = {
     'detection': """\
 from mmdet.apis import DetInferencer
@@ -623,23 +716,105 @@ else:
     out.update(shape=list(seg.shape), min=int(seg.min()), max=int(seg.max()))
 print('RESULT ' + json.dumps(out))
 """
+# the wheel's mmposenc, its metadata and mmengine's own get_installed_path (not our wrapper),
+# then the user config (``USER_CONFIG``) loaded after `import mmposenc`
+WHEEL_LOAD = """\
+import sys
+import mmposenc, importlib.metadata as md
+from mmengine.utils import get_installed_path
+print(mmposenc.__file__, md.distribution("mmposenc")._path, get_installed_path("mmposenc"))
+from mmengine.config import Config
+cfg = Config.fromfile(sys.argv[1])
+print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, cfg.default_scope,
+      cfg.custom_imports.imports)
+"""
+
+
+@pytest.fixture(scope='module')
+def with_hook(request, project, mim_trains):
+    """The runs with the hook on, in the children of one fresh interpreter per install (see
+    ``_fresh_children``), from the user's folder: a function of the install giving {name:
+    (returncode, output)}: the hosts' test.py (``test <task>``) and inferencers (``infer
+    <task>``, outputs in ``out_<task>``) of TEST_CASES with the user's configs and their
+    checkpoints; with the editable install also mmdet's train.py on the instance segmentation
+    config first (``train instance``, its checkpoint then tested) and our tools/test.py on the
+    checkpoint of `mim train mmposenc` (``our test``); with the wheel also ``WHEEL_LOAD``
+    (``load``)."""
+    made = {}
+    folder = project['folder']
+
+    def get(install):
+        if install not in made:
+            jobs, hosts = {}, set()
+            if install == 'editable':
+                jobs['train instance'] = dict(argv=[
+                    _host_tool('mmdet', 'train.py'), 'instance.py', '--work-dir',
+                    osp.join(folder, 'work_dirs', 'instance')])
+            for case_install, task in TEST_CASES:
+                if case_install != install:
+                    continue
+                host = TASKS[task]['host']
+                hosts.add(host)
+                if task == 'instance':
+                    ckpt = osp.join(folder, 'work_dirs', 'instance', 'iter_1.pth')
+                else:
+                    ckpt = _checkpoint(mim_trains, task)
+                jobs[f'test {task}'] = dict(argv=[
+                    _host_tool(host, 'test.py'), f'{task}.py', ckpt, '--work-dir',
+                    osp.join(folder, 'work_dirs', f'{task}_test_{install}')])
+                jobs[f'infer {task}'] = dict(code=(
+                    f'CONFIG, CHECKPOINT, IMAGE, OUT = {task + ".py"!r}, {ckpt!r}, '
+                    f'{project["images"][TASKS[task]["image"]]!r}, '
+                    f'{osp.join(folder, "out_" + task)!r}\n' + INFER[task] + REPORT))
+            if install == 'editable':
+                _, work_dir = mim_trains('mmposenc', 'editable')
+                jobs['our test'] = dict(argv=[
+                    osp.join(REPO_ROOT, 'tools', 'test.py'), OURS,
+                    osp.join(work_dir, 'iter_2.pth'), '--work-dir', work_dir])
+            else:
+                jobs['load'] = dict(code=WHEEL_LOAD, argv=['user.py'])
+            made[install] = _fresh_children(_python(request, install), jobs,
+                                            sorted(f'{h}.apis' for h in hosts), folder)
+        return made[install]
+
+    return get
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('task', [t for t in TASKS if t not in HOST_OF.values()])
+def test_host_train_script(project, with_hook, task):
+    """mmdet's own tools/train.py with the editable install trains the user's config (our
+    model: the checkpoint holds our PEG weights) in a process that never imported mmposenc
+    (see ``with_hook``)."""
+    returncode, output = with_hook('editable')[f'train {task}']
+    assert returncode == 0, output[-5000:]
+    _assert_checkpoint(osp.join(project['folder'], 'work_dirs', task, 'iter_1.pth'), task)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('install,task', TEST_CASES)
-def test_host_inferencer_on_one_image(request, host_runs, install, task):
+def test_host_test_script(with_hook, install, task):
+    """The host's tools/test.py evaluates the trained checkpoint on the user's data."""
+    returncode, output = with_hook(install)[f'test {task}']
+    assert returncode == 0, output[-5000:]
+    assert TASKS[task]['metric'] + ':' in output, output[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('install,task', TEST_CASES)
+def test_host_inferencer_on_one_image(request, project, with_hook, install, task):
     """DetInferencer (detection, instance segmentation), MMSegInferencer and
     ImageClassificationInferencer on one real image (COCO128 / ADE20K sample) with the user's
     config and its 1-iteration checkpoint, in a process that never imported mmposenc (see
-    ``host_runs``): the model is ours (mmposenc imported by the config's custom_imports, from
+    ``with_hook``): the model is ours (mmposenc imported by the config's custom_imports, from
     this install), the prediction is in the image's own pixel frame."""
-    python = _python(request, install)
-    returncode, output, out_dir = host_runs('infer', install, task)
+    returncode, output = with_hook(install)[f'infer {task}']
     assert returncode == 0, output[-5000:]
     out = json.loads(output.split('RESULT ')[-1].split('\n')[0])
-    assert out['mmposenc'] == _mmposenc_file(python)
+    assert out['mmposenc'] == _mmposenc_file(request, install)
     assert out['model'].startswith('mmposenc.') or out['backbone'].startswith('mmposenc.'), out
     w, h = out['width'], out['height']
+    out_dir = osp.join(project['folder'], 'out_' + task)
     if task in ('detection', 'instance'):
         assert out['n'] > 0 and all(0 <= s <= 1 for s in out['scores'])
         assert all(-1 <= x1 <= x2 <= w + 1 and -1 <= y1 <= y2 <= h + 1
@@ -653,3 +828,66 @@ def test_host_inferencer_on_one_image(request, host_runs, install, task):
     else:
         assert out['cls'] == out['classes'][out['label']] and len(out['classes']) == 3
         assert abs(out['sum'] - 1) < 1e-4
+
+
+# ------------------------------------------------------------------ mmposenc's own tools ----
+@pytest.mark.slow
+def test_wheel_in_a_fresh_virtual_environment(project, wheel_environment, mim_trains, with_hook):
+    """`pip wheel .` holds the package and .mim/{configs,tools,model-index.yml}; installed
+    into a fresh venv it serves `mmposenc::` configs, `mim search` and `mim train`.
+
+    The fresh venv (``wheel_environment``) gets the wheel alone and this venv's site-packages
+    as a plain path: the test checks that mmposenc and its metadata come from the wheel
+    (``WHEEL_LOAD``, a child of the wheel's fresh interpreter, see ``with_hook``), that
+    mmengine's own get_installed_path (not our wrapper) finds the installed package, that
+    `mim search` lists the wheel's models and that `mim train mmposenc` runs the wheel's
+    tools/train.py, which trains the user's PEG-DETR (``MIM_TRAINS``).
+    """
+    env = wheel_environment
+    src, wheel, py, site = env['src'], env['wheel'], env['python'], env['site']
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {osp.relpath(osp.join(r, f), src) for r, _, fs in os.walk(osp.join(src, 'configs'))
+               for f in fs if f.endswith(('.py', '.yml', '.md'))}
+    in_wheel = {n[len('mmposenc/.mim/'):] for n in names
+                if n.startswith('mmposenc/.mim/configs/')}
+    assert in_wheel == shipped and len(shipped) > 100
+    for f in ('mmposenc/__init__.py', 'mmposenc/utils/config_package.py',
+              'mmposenc/.mim/model-index.yml', 'mmposenc/.mim/tools/train.py',
+              'mmposenc/.mim/tools/_runner_utils.py', 'mmposenc/.mim/tools/test.py'):
+        assert f in names, f
+
+    returncode, output = with_hook('wheel')['load']
+    assert returncode == 0, output[-3000:]
+    where, loaded = output.strip().split('\n')[:2]
+    package = osp.join(site, 'mmposenc')
+    assert where.split() == [osp.join(package, '__init__.py'),
+                             osp.join(site, 'mmposenc-0.1.0.dist-info'), package]
+    assert loaded == "mmposenc.PEGDETR peg (0, 1) mmdet ['mmposenc.models.detectors']"
+
+    res = _py(['-m', 'mim', 'search', 'mmposenc', '--valid-config'], python=py,
+              cwd=project['folder'])
+    listed = re.findall(r"'([^']+)'", res.stdout.split('valid config ids:')[-1])
+    assert sorted(listed) == _model_names(src)
+
+    res, work_dir = mim_trains('mmposenc', 'wheel')
+    assert osp.join(package, '.mim', 'tools', 'train.py') in res.stdout, res.stdout[-3000:]
+    _assert_trained_peg_detr(work_dir)
+
+
+@pytest.mark.slow
+def test_our_train_and_test_scripts_run_a_user_config_with_an_mmposenc_base(mim_trains,
+                                                                             with_hook):
+    """`PYTHONPATH=<repo> mim train mmposenc CONFIG` (how the README runs mim with the editable
+    install: the repository's mmposenc.egg-info gives mim the source tree) runs our
+    tools/train.py, which trains the user's model (``MIM_TRAINS``); `python <repo>/tools/test.py`
+    evaluates the checkpoint (no PYTHONPATH: the editable install's own mmposenc; a child of
+    the editable install's fresh interpreter, see ``with_hook``)."""
+    _assert_mim_sees_the_repository()
+    res, work_dir = mim_trains('mmposenc', 'editable')
+    # mim ran our train.py from the source tree's mmposenc/.mim/tools (a link to tools/)
+    assert osp.join(REPO_ROOT, 'mmposenc', '.mim', 'tools', 'train.py') in res.stdout, (
+        res.stdout[-3000:])
+    _assert_trained_peg_detr(work_dir)
+    returncode, output = with_hook('editable')['our test']
+    assert returncode == 0, output[-5000:]
+    assert 'coco/bbox_mAP:' in output, output[-3000:]
