@@ -233,7 +233,7 @@ def test_resolution_tta_averages_the_logits_of_the_views(coco128_root, collate):
 
 
 # tools/test.py --tta end to end, on the shipped CAPE / UniViT configs (whose tta_model is this
-# ResolutionTTAClassifier): tests/test_tools/test_tools_on_shipped_configs.py
+# ResolutionTTAClassifier): tests/test_tools/test_train_test_tools.py
 # ::test_test_tool_tta_on_a_shipped_config
 
 
