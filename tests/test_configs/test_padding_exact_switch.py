@@ -452,20 +452,51 @@ DENSE_SWITCHED = ('swin_peg/retinanet_swin-peg-t-p4-w7_fpn_1x_coco.py',
                   'peg_mask2former/mask2former-peg_r50_8xb2-lsj-50e_coco.py')
 
 
+def narrow(cfg):
+    """The same smaller model for the shipped config, the one line and the host's classes
+    (the switch, the state dict's sameness and off == host bit for bit do not depend on depth,
+    width or the number of proposals): one block per backbone stage (CPVT; two for Swin; the
+    Mask2Former's ResNet-18 with its pixel decoder's inputs), one conv per RetinaNet tower and
+    in the mask head, 100 RPN proposals, 10 queries, one pixel-decoder encoder layer and two
+    decoder layers."""
+    from peg_config_utils import shrink_depth
+    model = cfg.model
+    shrink_depth(model.backbone)
+    if model.backbone.type == 'mmposenc.SwinPEG':  # a shifted-window block after each
+        model.backbone.arch['depths'] = [2] * 4   # window block: one alone is not affected
+    if 'panoptic_head' in model:
+        model.backbone.depth = 18
+        head = model.panoptic_head
+        head.in_channels = [64, 128, 256, 512]
+        head.num_queries = 10
+        head.pixel_decoder.encoder.num_layers = 1
+        head.transformer_decoder.num_layers = 2
+    if 'bbox_head' in model:
+        model.bbox_head.stacked_convs = 1
+    if 'roi_head' in model:
+        model.roi_head.mask_head.num_convs = 1
+        model.test_cfg.rpn.update(nms_pre=100, max_per_img=100)
+    return cfg
+
+
 @pytest.mark.parametrize('config', DENSE_SWITCHED)
 def test_dense_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_path, config):
     """The shipped detection config (on), the user's one line (off) and the host's classes
     (stock): every part on / off, the same state dict (a stock checkpoint with trained-like
     norms loads strictly into the shipped model and back), off computes what the host
-    computes on a padded batch bit for bit (scores, boxes, labels, masks), on does not."""
+    computes on a padded batch bit for bit (scores, boxes, labels, masks), on does not. The
+    three narrowed the same way (:func:`narrow`)."""
+    import copy
+
     from mmdet.structures import DetDataSample
 
     from mmposenc.models.utils.padding_exact import padding_exact_parts
     base = osp.join(REPO_ROOT, 'configs', config)
-    models = {'on': build(top_detections(load(base))),
-              'off': build(top_detections(load(user_config(tmp_path, base, OFF_LINE)))),
-              'stock': build(top_detections(stock_dense(load(base))))}
-    host = EXACT_DENSE[load(base).model.type]
+    shipped = load(base)
+    models = {'on': build(narrow(top_detections(copy.deepcopy(shipped)))),
+              'off': build(narrow(top_detections(load(user_config(tmp_path, base, OFF_LINE))))),
+              'stock': build(narrow(top_detections(stock_dense(shipped))))}
+    host = EXACT_DENSE[shipped.model.type]
     assert type(models['stock']).__name__ == host
     assert type(models['stock'].backbone).__module__.startswith(
         'mmdet' if host == 'Mask2Former' else 'mmposenc')
