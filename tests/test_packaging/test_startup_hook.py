@@ -4,11 +4,11 @@ The startup hook: `_base_ = 'mmposenc::...'` through the hosts' own entry points
 installs ``mmposenc-startup.pth`` into site-packages (regular and editable installs); at
 interpreter start it puts one finder in front of ``sys.meta_path``, which registers mmposenc
 with mmengine's config loader when ``mmengine.config`` is imported (``_mmposenc_startup.py``).
-Every run here is a fresh Python process that never imports mmposenc itself: ``mim train``
-starts one per training; the hosts' test.py, inferencers, mmdet's train.py with the editable
-install, the hook-off runs and our tools/test.py are forked children of one fresh interpreter
-per install and hook state, each starting with nothing of mmposenc imported (asserted; see
-``_fresh_children`` and tests/forked_runs.py). Tested:
+Every run here is a fresh Python process that never imports mmposenc itself: ``mim train
+mmposenc`` starts one per install; the hosts' train.py, test.py and inferencers, the hook-off
+runs and our tools/test.py are forked children of one fresh interpreter per install and hook
+state, each starting with nothing of mmposenc imported (asserted; see ``_fresh_children`` and
+tests/forked_runs.py). Tested:
 
 - what the hook costs: the modules an interpreter imports at startup (one more: the hook),
   nothing imported when it registers (no mmposenc, no torch), the finder gone afterwards, the
@@ -17,15 +17,16 @@ per install and hook state, each starting with nothing of mmposenc imported (ass
   wheel both install it, and that a half-uninstalled or broken hook never breaks Python;
 - a user config in a folder outside the repository with an ``mmposenc::`` base, through
   mmdet's / mmseg's / mmpretrain's ``tools/train.py`` and ``tools/test.py`` (as shipped in
-  their wheels, ``<host>/.mim/tools``), ``mim train <host>``, and ``DetInferencer``,
-  ``MMSegInferencer`` and ``ImageClassificationInferencer`` on one real image, with the
-  editable install (this virtual environment) and with the wheel in a throwaway environment;
+  their wheels, ``<host>/.mim/tools``; ``mim train <host>`` runs that train.py as ``mim train
+  mmposenc`` runs ours), and ``DetInferencer``, ``MMSegInferencer`` and
+  ``ImageClassificationInferencer`` on one real image, with the editable install (this
+  virtual environment) and with the wheel in a throwaway environment;
 - without the hook: the hosts' train.py refuse such a config, ``custom_imports`` does not
   help, our tools/train.py's loader (it imports mmposenc first) and a base by path do;
 - mmposenc's own tools (the README's "use from your own project" rows): the wheel (its
   contents, its package and metadata, ``mim search`` and ``mim train mmposenc``) in a fresh
   virtual environment, and with the editable install ``PYTHONPATH=<repo> mim train mmposenc``
-  then our tools/test.py on the user's PEG-DETR.
+  (up to the built model) and our tools/test.py on the user's PEG-DETR.
 """
 import json
 import os
@@ -339,32 +340,19 @@ def _host_tool(host, name):
     return path
 
 
-# The user's own configs on top of ours, trained by `mim train mmposenc` (our tools/train.py
-# from mmposenc/.mim/tools) with each install: mmdet's DETR-R18 smoke config made a PEG-DETR,
-# two iterations; the test loop evaluates one image (our tools/test.py, editable install).
-OURS = 'peg_detr.py'
-OURS_CONFIG = """\
-# a user's own config, outside the repository, inheriting ours through mmposenc::
-_base_ = 'mmposenc::smoke/detr_r18_1xb2-8it_coco128.py'
-custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)
-model = dict(type='mmposenc.PEGDETR', encoder_pos='peg')
-data_root = {coco!r}
-train_dataloader = dict(dataset=dict(data_root=data_root))
-test_dataloader = dict(dataset=dict(data_root=data_root, indices=1))
-val_dataloader = val_evaluator = val_cfg = None
-test_evaluator = dict(ann_file=data_root + 'annotations/instances_train2017.json')
-train_cfg = dict(max_iters=2)
-default_hooks = dict(checkpoint=dict(interval=2, save_optimizer=False))
-"""
+# The user's PEG-DETR (the detection task's config) is what `mim train mmposenc` (our
+# tools/train.py from mmposenc/.mim/tools) trains; the hosts' test.py / DetInferencer with the
+# wheel and our tools/test.py with the editable install evaluate that run's checkpoint.
+OURS = 'detection.py'
 
 
 @pytest.fixture(scope='module')
 def project(tmp_path_factory, coco128_root, ade20k_sample_root):
     """The user's folder with one config per task (the classification data: COCO128 object
-    crops in class folders, made with tools/dataset_converters/coco_crops_cls.py), the user's
-    PEG-DETR for `mim train mmposenc` (``OURS``), and the configs the parses without the hook
-    read (``user.py``: ``USER_CONFIG``; the same with ``custom_imports`` of mmposenc; the same
-    inheriting our config by its path)."""
+    crops in class folders, made with tools/dataset_converters/coco_crops_cls.py; the detection
+    one, the user's PEG-DETR, is also the config of `mim train mmposenc`: ``OURS``), and the
+    configs the parses without the hook read (``user.py``: ``USER_CONFIG``; the same with
+    ``custom_imports`` of mmposenc; the same inheriting our config by its path)."""
     import importlib.util
     folder = tmp_path_factory.mktemp('my_project')
     spec = importlib.util.spec_from_file_location(
@@ -379,7 +367,6 @@ def project(tmp_path_factory, coco128_root, ade20k_sample_root):
                  crops=str(folder / 'crops'))
     for task, spec in TASKS.items():
         (folder / f'{task}.py').write_text(spec['config'].format(**roots))
-    (folder / OURS).write_text(OURS_CONFIG.format(**roots))
     (folder / 'user.py').write_text(USER_CONFIG)
     (folder / 'user_custom_imports.py').write_text(
         USER_CONFIG + "custom_imports = dict(imports=['mmposenc'], allow_failed_imports=False)\n")
@@ -402,14 +389,6 @@ def _assert_checkpoint(path, task):
     assert state['meta']['iter'] == 1
     ours = [k for k in state['state_dict'] if k.startswith(TASKS[task]['ours'])]
     assert ours, f'{path} holds no {TASKS[task]["ours"]}* weights: not our model'
-
-
-def _assert_trained_peg_detr(work_dir):
-    """The user's PEG-DETR (``OURS``) trained two iterations: our PEG weights are there (mmdet's
-    DETR-R18 has none)."""
-    ckpt = _load(osp.join(work_dir, 'iter_2.pth'))
-    assert any(k.startswith('encoder.pegs.0.') for k in ckpt['state_dict'])
-    assert ckpt['meta']['iter'] == 2
 
 
 # ------------------------------------------------------------------ the wheel ---------------
@@ -495,67 +474,53 @@ def test_wheel_install_startup_and_registration(wheel_environment, states):
 
 
 # ------------------------------------------------------------------ mim train ---------------
-# What `mim train` runs, per (package, install): `mim train <host>` with the wheel trains the
-# user's config of the host's task with the host's own .mim/tools/train.py (mim starts it as a
-# new process of the wheel's interpreter: a fresh interpreter that never imported mmposenc,
-# where only the startup hook makes the `mmposenc::` base load); `mim train mmposenc` trains
-# the user's PEG-DETR with our tools/train.py from mmposenc/.mim/tools, with the wheel and
-# with the editable install (repository first on PYTHONPATH, as the README says). The
-# semantic segmentation run takes 256 x 256 crops instead of the shipped 512 x 512 (one
-# training step of PVT-PEG-T FPN: what is tested is the entry point).
+# `mim train mmposenc` runs our tools/train.py from mmposenc/.mim/tools in a new process of the
+# same interpreter (mim's command path, the same as for `mim train <host>`, which runs the
+# host's .mim/tools/train.py): with the wheel it trains the user's PEG-DETR (``OURS``, one
+# iteration; its checkpoint is what the hosts' test.py / DetInferencer with the wheel and our
+# tools/test.py with the editable install evaluate); with the editable install (repository
+# first on PYTHONPATH, as the README says) it runs until the Runner has built and initialized
+# the user's model and entered the training loop (0 iterations: past that point the two
+# installs run the same train.py). The hosts' own train.py run in forked children of fresh
+# interpreters (``with_hook``).
 MIM_TRAINS = {
-    ('mmdet', 'wheel'): ['detection.py'],
-    ('mmseg', 'wheel'): ['semantic.py', '--cfg-options',
-                         'train_dataloader.dataset.pipeline.3.crop_size=(256,256)',
-                         'model.data_preprocessor.size=(256,256)'],
-    ('mmpretrain', 'wheel'): ['classification.py'],
-    ('mmposenc', 'wheel'): [OURS],
-    ('mmposenc', 'editable'): [OURS],
+    'wheel': [OURS],
+    'editable': [OURS, '--cfg-options', 'train_cfg.max_iters=0'],
 }
 
 
 @pytest.fixture(scope='module')
 def mim_trains(request, project):
-    """``mim train <package> CONFIG --work-dir ...`` of ``MIM_TRAINS``, each made on first use
-    from the user's folder: a function of (package, install) giving (the completed mim
-    process, work_dir)."""
+    """``mim train mmposenc CONFIG --work-dir ...`` of ``MIM_TRAINS``, each made on first use
+    from the user's folder: a function of the install giving (the completed mim process,
+    work_dir)."""
     made = {}
 
-    def get(package, install):
-        if (package, install) not in made:
-            config, *options = MIM_TRAINS[package, install]
-            work_dir = osp.join(project['folder'], 'work_dirs', f'mim_{package}_{install}')
+    def get(install):
+        if install not in made:
+            config, *options = MIM_TRAINS[install]
+            work_dir = osp.join(project['folder'], 'work_dirs', f'mim_mmposenc_{install}')
             extra = dict(PYTHONPATH=REPO_ROOT) if install == 'editable' else {}
-            res = _py(['-m', 'mim', 'train', package, config, '--work-dir', work_dir, *options],
-                      python=_python(request, install), cwd=project['folder'], **extra)
-            made[package, install] = res, work_dir
-        return made[package, install]
+            res = _py(['-m', 'mim', 'train', 'mmposenc', config, '--work-dir', work_dir,
+                       *options], python=_python(request, install), cwd=project['folder'],
+                      **extra)
+            made[install] = res, work_dir
+        return made[install]
 
     return get
 
 
-def _checkpoint(mim_trains, task):
-    """The 1-iteration checkpoint of ``task`` made by `mim train <host>` with the wheel (its
-    command and its checkpoint checked on first use)."""
-    host, = [h for h, t in HOST_OF.items() if t == task]
-    res, work_dir = mim_trains(host, 'wheel')
-    path = osp.join(work_dir, 'iter_1.pth')
-    if not getattr(res, 'checked', False):
-        assert osp.join(host, '.mim', 'tools', 'train.py') in res.stdout, res.stdout[-3000:]
-        _assert_checkpoint(path, task)
-        res.checked = True
-    return path
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize('host', list(HOST_OF))
-def test_mim_train(project, mim_trains, host):
-    """`mim train <host> CONFIG` with the wheel (mim runs the host's .mim/tools/train.py in a
-    new process of the same interpreter: the command it prints is checked) trains the user's
-    config of each host: mmdet's, mmseg's and mmpretrain's own train.py, each in a fresh
-    interpreter that never imported mmposenc (see ``MIM_TRAINS``); the checkpoint holds our
-    weights."""
-    assert osp.isfile(_checkpoint(mim_trains, HOST_OF[host]))
+def test_mim_train(request, mim_trains):
+    """`mim train mmposenc CONFIG` with the wheel: mim runs the wheel's .mim/tools/train.py
+    in a new process of the same interpreter (the command it prints is checked), which trains
+    the user's PEG-DETR (``OURS``: the checkpoint holds our PEG weights). `mim train <host>`
+    runs the host's .mim/tools/train.py the same way; the hosts' train.py with the startup hook
+    in fresh interpreters: ``test_host_train_script``."""
+    res, work_dir = mim_trains('wheel')
+    package = osp.join(request.getfixturevalue('wheel_environment')['site'], 'mmposenc')
+    assert osp.join(package, '.mim', 'tools', 'train.py') in res.stdout, res.stdout[-3000:]
+    _assert_checkpoint(osp.join(work_dir, 'iter_1.pth'), 'detection')
 
 
 # ------------------------------------------------------------------ fresh interpreters ------
@@ -661,10 +626,17 @@ def test_without_the_startup_hook_mmposenc_must_be_imported_before_parsing(witho
 # ------------------------------------------------------------------ with the hook ----------
 # The hosts' test.py and inferencers run once per task: with the editable install for instance
 # segmentation, semantic segmentation and classification, with the wheel for detection (each
-# install once at least); the hosts' train.py runs once per task: mmdet's for instance
-# segmentation with the editable install (in a forked child as below), `mim train <host>` with
-# the wheel for the others (a fresh interpreter that mim starts): past the startup hook, which
-# the two installs put in place differently (tested above), the paths are the same code.
+# install once at least); each host's own train.py runs once, in a forked child as below:
+# mmdet's on the instance segmentation config with the editable install, mmseg's and
+# mmpretrain's with the wheel (their checkpoints then tested with the editable install); the
+# detection checkpoint is that of `mim train mmposenc` with the wheel (the same config): past
+# the startup hook, which the two installs put in place differently (tested above), the paths
+# are the same code. The semantic segmentation training takes 256 x 256 crops instead of the
+# shipped 512 x 512 (one step of PVT-PEG-T FPN: what is tested is the entry point).
+TRAIN_CASES = [('editable', 'instance'), ('wheel', 'semantic'), ('wheel', 'classification')]
+TRAIN_OPTIONS = {'semantic': ['--cfg-options',
+                              'train_dataloader.dataset.pipeline.3.crop_size=(256,256)',
+                              'model.data_preprocessor.size=(256,256)']}
 TEST_CASES = [('editable', 'instance'), ('editable', 'semantic'), ('editable', 'classification'),
               ('wheel', 'detection')]
 INFER = {
@@ -730,35 +702,45 @@ print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, cfg.default_sc
 """
 
 
+def _trained(project, mim_trains, task):
+    """The 1-iteration checkpoint of ``task``: from the host's train.py of ``TRAIN_CASES``, for
+    detection from `mim train mmposenc` with the wheel (``OURS``)."""
+    if task == 'detection':
+        return osp.join(mim_trains('wheel')[1], 'iter_1.pth')
+    return osp.join(project['folder'], 'work_dirs', task, 'iter_1.pth')
+
+
 @pytest.fixture(scope='module')
 def with_hook(request, project, mim_trains):
     """The runs with the hook on, in the children of one fresh interpreter per install (see
     ``_fresh_children``), from the user's folder: a function of the install giving {name:
-    (returncode, output)}: the hosts' test.py (``test <task>``) and inferencers (``infer
-    <task>``, outputs in ``out_<task>``) of TEST_CASES with the user's configs and their
-    checkpoints; with the editable install also mmdet's train.py on the instance segmentation
-    config first (``train instance``, its checkpoint then tested) and our tools/test.py on the
-    checkpoint of `mim train mmposenc` (``our test``); with the wheel also ``WHEEL_LOAD``
-    (``load``)."""
+    (returncode, output)}: first the hosts' train.py of ``TRAIN_CASES`` (``train <task>``,
+    work dir ``work_dirs/<task>``), then the hosts' test.py (``test <task>``) and inferencers
+    (``infer <task>``, outputs in ``out_<task>``) of ``TEST_CASES`` with the user's configs and
+    their checkpoints (see ``_trained``; the editable install's runs come after the wheel's);
+    with the editable install also our tools/test.py on the checkpoint of `mim train mmposenc`
+    (``our test``); with the wheel also ``WHEEL_LOAD`` (``load``)."""
     made = {}
     folder = project['folder']
 
     def get(install):
         if install not in made:
-            jobs, hosts = {}, set()
             if install == 'editable':
-                jobs['train instance'] = dict(argv=[
-                    _host_tool('mmdet', 'train.py'), 'instance.py', '--work-dir',
-                    osp.join(folder, 'work_dirs', 'instance')])
+                get('wheel')  # the checkpoints of its trainings
+            jobs, hosts = {}, set()
+            for case_install, task in TRAIN_CASES:
+                if case_install == install:
+                    host = TASKS[task]['host']
+                    hosts.add(host)
+                    jobs[f'train {task}'] = dict(argv=[
+                        _host_tool(host, 'train.py'), f'{task}.py', '--work-dir',
+                        osp.join(folder, 'work_dirs', task), *TRAIN_OPTIONS.get(task, [])])
             for case_install, task in TEST_CASES:
                 if case_install != install:
                     continue
                 host = TASKS[task]['host']
                 hosts.add(host)
-                if task == 'instance':
-                    ckpt = osp.join(folder, 'work_dirs', 'instance', 'iter_1.pth')
-                else:
-                    ckpt = _checkpoint(mim_trains, task)
+                ckpt = _trained(project, mim_trains, task)
                 jobs[f'test {task}'] = dict(argv=[
                     _host_tool(host, 'test.py'), f'{task}.py', ckpt, '--work-dir',
                     osp.join(folder, 'work_dirs', f'{task}_test_{install}')])
@@ -767,10 +749,10 @@ def with_hook(request, project, mim_trains):
                     f'{project["images"][TASKS[task]["image"]]!r}, '
                     f'{osp.join(folder, "out_" + task)!r}\n' + INFER[task] + REPORT))
             if install == 'editable':
-                _, work_dir = mim_trains('mmposenc', 'editable')
                 jobs['our test'] = dict(argv=[
                     osp.join(REPO_ROOT, 'tools', 'test.py'), OURS,
-                    osp.join(work_dir, 'iter_2.pth'), '--work-dir', work_dir])
+                    _trained(project, mim_trains, 'detection'), '--work-dir',
+                    osp.join(folder, 'work_dirs', 'our_test')])
             else:
                 jobs['load'] = dict(code=WHEEL_LOAD, argv=['user.py'])
             made[install] = _fresh_children(_python(request, install), jobs,
@@ -781,14 +763,15 @@ def with_hook(request, project, mim_trains):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('task', [t for t in TASKS if t not in HOST_OF.values()])
-def test_host_train_script(project, with_hook, task):
-    """mmdet's own tools/train.py with the editable install trains the user's config (our
-    model: the checkpoint holds our PEG weights) in a process that never imported mmposenc
-    (see ``with_hook``)."""
-    returncode, output = with_hook('editable')[f'train {task}']
+@pytest.mark.parametrize('install,task', TRAIN_CASES)
+def test_host_train_script(project, with_hook, install, task):
+    """Each host's own tools/train.py (mmdet's with the editable install, mmseg's and
+    mmpretrain's with the wheel) trains the user's config of its task (our model: the
+    checkpoint holds our PEG weights) in a process that never imported mmposenc (see
+    ``with_hook``)."""
+    returncode, output = with_hook(install)[f'train {task}']
     assert returncode == 0, output[-5000:]
-    _assert_checkpoint(osp.join(project['folder'], 'work_dirs', task, 'iter_1.pth'), task)
+    _assert_checkpoint(_trained(project, None, task), task)
 
 
 @pytest.mark.slow
@@ -832,16 +815,16 @@ def test_host_inferencer_on_one_image(request, project, with_hook, install, task
 
 # ------------------------------------------------------------------ mmposenc's own tools ----
 @pytest.mark.slow
-def test_wheel_in_a_fresh_virtual_environment(project, wheel_environment, mim_trains, with_hook):
+def test_wheel_in_a_fresh_virtual_environment(project, wheel_environment, with_hook):
     """`pip wheel .` holds the package and .mim/{configs,tools,model-index.yml}; installed
-    into a fresh venv it serves `mmposenc::` configs, `mim search` and `mim train`.
+    into a fresh venv it serves `mmposenc::` configs, `mim search` and `mim train`
+    (``test_mim_train``).
 
     The fresh venv (``wheel_environment``) gets the wheel alone and this venv's site-packages
     as a plain path: the test checks that mmposenc and its metadata come from the wheel
     (``WHEEL_LOAD``, a child of the wheel's fresh interpreter, see ``with_hook``), that
-    mmengine's own get_installed_path (not our wrapper) finds the installed package, that
-    `mim search` lists the wheel's models and that `mim train mmposenc` runs the wheel's
-    tools/train.py, which trains the user's PEG-DETR (``MIM_TRAINS``).
+    mmengine's own get_installed_path (not our wrapper) finds the installed package and that
+    `mim search` lists the wheel's models.
     """
     env = wheel_environment
     src, wheel, py, site = env['src'], env['wheel'], env['python'], env['site']
@@ -869,25 +852,29 @@ def test_wheel_in_a_fresh_virtual_environment(project, wheel_environment, mim_tr
     listed = re.findall(r"'([^']+)'", res.stdout.split('valid config ids:')[-1])
     assert sorted(listed) == _model_names(src)
 
-    res, work_dir = mim_trains('mmposenc', 'wheel')
-    assert osp.join(package, '.mim', 'tools', 'train.py') in res.stdout, res.stdout[-3000:]
-    _assert_trained_peg_detr(work_dir)
-
 
 @pytest.mark.slow
 def test_our_train_and_test_scripts_run_a_user_config_with_an_mmposenc_base(mim_trains,
                                                                              with_hook):
     """`PYTHONPATH=<repo> mim train mmposenc CONFIG` (how the README runs mim with the editable
     install: the repository's mmposenc.egg-info gives mim the source tree) runs our
-    tools/train.py, which trains the user's model (``MIM_TRAINS``); `python <repo>/tools/test.py`
-    evaluates the checkpoint (no PYTHONPATH: the editable install's own mmposenc; a child of
-    the editable install's fresh interpreter, see ``with_hook``)."""
+    tools/train.py from the source tree, which parses the user's config, builds and initializes
+    the user's model (its PEG weights in the init log) and enters the training loop (0
+    iterations, ``MIM_TRAINS``; the wheel's run trains: ``test_mim_train``); `python
+    <repo>/tools/test.py` evaluates the checkpoint of the same config (the wheel's `mim train`;
+    no PYTHONPATH: the editable install's own mmposenc; a child of the editable install's
+    fresh interpreter, see ``with_hook``)."""
     _assert_mim_sees_the_repository()
-    res, work_dir = mim_trains('mmposenc', 'editable')
+    res, work_dir = mim_trains('editable')
     # mim ran our train.py from the source tree's mmposenc/.mim/tools (a link to tools/)
     assert osp.join(REPO_ROOT, 'mmposenc', '.mim', 'tools', 'train.py') in res.stdout, (
         res.stdout[-3000:])
-    _assert_trained_peg_detr(work_dir)
+    assert 'Checkpoints will be saved to ' + work_dir in res.stdout, res.stdout[-3000:]
+    log, = [osp.join(root, f) for root, _, files in os.walk(work_dir) for f in files
+            if f.endswith('.log')]
+    with open(log) as f:
+        text = f.read()
+    assert 'init_weights` of PEGDETR' in text and 'encoder.pegs.0.proj.weight' in text, log
     returncode, output = with_hook('editable')['our test']
     assert returncode == 0, output[-5000:]
     assert 'coco/bbox_mAP:' in output, output[-3000:]
