@@ -17,6 +17,7 @@ import copy
 
 import pytest
 import torch
+from norm_utils import config_types
 from torch import nn
 
 pytest.importorskip('mmdet')
@@ -39,15 +40,6 @@ CLASSES = dict(
     mask_rcnn=dict(type=('mmposenc.PaddingExactMaskRCNN', 'MaskRCNN'),
                    neck=('mmposenc.MaskedFPN', 'FPN'),
                    head=('mmposenc.PaddingExactRPNHead', 'RPNHead')))
-
-
-def config_types(node):
-    """Every ``type`` a config writes (None for a dict without one)."""
-    if isinstance(node, dict):
-        return [node.get('type'), *(t for v in node.values() for t in config_types(v))]
-    if isinstance(node, (list, tuple)):
-        return [t for v in node for t in config_types(v)]
-    return []
 
 
 def narrowed(path, exact):

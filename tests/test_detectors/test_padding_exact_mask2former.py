@@ -15,7 +15,7 @@ import copy
 
 import pytest
 import torch
-from torch import nn
+from norm_utils import randomise_norms
 
 pytest.importorskip('mmdet')
 pytest.importorskip('mmseg')
@@ -48,16 +48,7 @@ def narrow_head(head):
 
 def trained_like(model):
     """Random norm affine parameters (freshly initialised norms hide border effects)."""
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm2d)):
-                m.weight.uniform_(0.5, 1.5, generator=gen)
-                m.bias.normal_(0, 0.5, generator=gen)
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.normal_(0, 0.5, generator=gen)
-                m.running_var.uniform_(0.5, 2.0, generator=gen)
-    return model.eval()
+    return randomise_norms(model, torch.Generator().manual_seed(1)).eval()
 
 
 @pytest.fixture(scope='module')
