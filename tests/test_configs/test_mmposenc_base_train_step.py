@@ -13,7 +13,7 @@ not mmcv's. The size and data overrides are those of the real-data tests
 (tests/test_real_data/test_encoder_pos_real_data.py) and of peg_config_utils.shrink_depth.
 
 For PEG-DINO and the two Mask2Formers the same Runner then runs ``runner.test()`` with the
-trained weights: CocoMetric's box AP (and Mask2Former's mask AP) on COCO128, IoUMetric's mIoU
+trained weights on the first image: CocoMetric's box AP (and Mask2Former's mask AP) on COCO128, IoUMetric's mIoU
 on the ADE20K sample (these were tests of their own in test_encoder_pos_real_data.py, each
 building its model, data and Runner again; the tools' command lines with these configs'
 families are tested there with Conditional-DETR, DAB-DETR and Mask2Former on COCO128-semseg).
