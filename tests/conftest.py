@@ -137,23 +137,12 @@ def _memoized_config_formatting():
     gives is mmengine's, unchanged (fresh processes -- the tools as users run them -- format
     as always).
     """
-    import functools
-
+    from forked_runs import memoized_format_code
     from mmengine.config import config as config_module
 
-    format_code = config_module.FormatCode
-
-    @functools.lru_cache(maxsize=256)
-    def cached(text, style):
-        return format_code(text, style_config=dict(style))
-
-    def memo_format(text, style_config=None, **kwargs):
-        if kwargs or not isinstance(style_config, dict):
-            return format_code(text, style_config=style_config, **kwargs)
-        return cached(text, tuple(sorted(style_config.items())))
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config_module, 'FormatCode', memo_format)
+        mp.setattr(config_module, 'FormatCode',
+                   memoized_format_code(config_module.FormatCode, 256))
         yield
 
 

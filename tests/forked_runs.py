@@ -85,18 +85,15 @@ def run_as_main(run, base_path, catch=True):
     return code
 '''
 
-SERVER = RUN_AS_MAIN + r'''
-import atexit, importlib, json, os, sys
-runs, preload, out_dir = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
-for name in preload:
-    importlib.import_module(name)
-assert 'mmposenc' not in sys.modules, 'the preloaded modules imported mmposenc'
-if sys.argv[4:] == ['memoize_formatting']:  # see run_tools
+# yapf's formatting of a config text memoized on (text, style) (a Runner formats its config 4-5
+# times; yapf's output depends on those alone): tests/conftest.py for the suite's process, the
+# forking interpreter of run_tools(memoize_formatting=True) for its children
+MEMO_FORMAT = r'''
+def memoized_format_code(format_code, maxsize):
+    """``format_code`` (mmengine's ``FormatCode``) with its results cached per text and style."""
     import functools
-    from mmengine.config import config as config_module
-    format_code = config_module.FormatCode
 
-    @functools.lru_cache(maxsize=64)
+    @functools.lru_cache(maxsize=maxsize)
     def cached(text, style):
         return format_code(text, style_config=dict(style))
 
@@ -104,8 +101,18 @@ if sys.argv[4:] == ['memoize_formatting']:  # see run_tools
         if kwargs or not isinstance(style_config, dict):
             return format_code(text, style_config=style_config, **kwargs)
         return cached(text, tuple(sorted(style_config.items())))
+    return memo_format
+'''
 
-    config_module.FormatCode = memo_format
+SERVER = RUN_AS_MAIN + MEMO_FORMAT + r'''
+import atexit, importlib, json, os, sys
+runs, preload, out_dir = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+for name in preload:
+    importlib.import_module(name)
+assert 'mmposenc' not in sys.modules, 'the preloaded modules imported mmposenc'
+if sys.argv[4:] == ['memoize_formatting']:  # see run_tools
+    from mmengine.config import config as config_module
+    config_module.FormatCode = memoized_format_code(config_module.FormatCode, 64)
 base_path, results = sys.path[1:], []
 for i, run in enumerate(runs):
     out, err = (os.path.join(out_dir, f'{i}.{s}') for s in ('out', 'err'))
@@ -128,7 +135,8 @@ print(json.dumps(results))
 '''
 
 _NAMESPACE = {}
-exec(RUN_AS_MAIN, _NAMESPACE)  # run_in_process's copy of the children's code
+exec(RUN_AS_MAIN + MEMO_FORMAT, _NAMESPACE)  # this process's copy of the children's code
+memoized_format_code = _NAMESPACE['memoized_format_code']
 
 
 def hook_env(on, env=None):

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from conftest import REPO_ROOT
+from norm_utils import config_types, randomise_norms
 
 pytest.importorskip('mmdet')
 
@@ -82,16 +83,6 @@ def stock_of(cfg):
     return cfg
 
 
-def trained_like(backbone, gen):
-    with torch.no_grad():
-        for m in backbone.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.weight.uniform_(0.5, 1.5, generator=gen)
-                m.bias.normal_(0, 0.5, generator=gen)
-                m.running_mean.normal_(0, 0.5, generator=gen)
-                m.running_var.uniform_(0.5, 2.0, generator=gen)
-
-
 @pytest.fixture(scope='module')
 def coco_batch(coco128_root):
     """Two COCO128 images (480 x 640, 640 x 426) padded to 640 x 640 by DetDataPreprocessor,
@@ -124,7 +115,7 @@ def test_one_line_turns_it_off_and_off_is_mmdet_resnet_bit_for_bit(tmp_path, coc
     models = {k: d.backbone for k, d in detectors.items()}
     stock = ResNet(**{k: v for k, v in cfg_off.model.backbone.items()
                       if k not in ('type', 'padding_exact')})
-    trained_like(models['on'], torch.Generator().manual_seed(0))
+    randomise_norms(models['on'], torch.Generator().manual_seed(0), nn.BatchNorm2d)
     state = models['on'].state_dict()
     stock.load_state_dict(state)
     models['off'].load_state_dict(state)
@@ -171,7 +162,7 @@ def test_checkpoints_load_both_ways(tmp_path):
     assert type(stock.backbone).__name__ == 'ResNet'
     assert {k: v.shape for k, v in ours.state_dict().items()} == {
         k: v.shape for k, v in stock.state_dict().items()}
-    trained_like(stock.backbone, torch.Generator().manual_seed(0))
+    randomise_norms(stock.backbone, torch.Generator().manual_seed(0), nn.BatchNorm2d)
     for src, dst, name in ((stock, ours, 'stock.pth'), (ours, stock, 'ours.pth')):
         save_checkpoint(src.state_dict(), str(tmp_path / name))
         load_checkpoint(dst, str(tmp_path / name), map_location='cpu', strict=True,
@@ -340,7 +331,6 @@ def test_seg_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_pat
     assert max((a - b).abs().max().item() for a, b in zip(logits['on'], logits['stock'])) > 1e-4
 
 
-
 # RetinaNet / Mask R-CNN on our PEG backbones and mmdet's Mask2Former (issue 20, item 3): the
 # exact classes (mmposenc.PaddingExactRetinaNet / PaddingExactMaskRCNN with MaskedFPN,
 # PaddingExactRetinaHead / PaddingExactRPNHead; PaddingExactMask2Former with
@@ -371,15 +361,6 @@ EXACT_DENSE = {'mmposenc.PaddingExactRetinaNet': 'RetinaNet',
                'mmposenc.PaddingExactMask2Former': 'Mask2Former'}
 EXACT_PARTS = {'mmposenc.MaskedFPN': 'FPN', 'mmposenc.PaddingExactRetinaHead': 'RetinaHead',
                'mmposenc.PaddingExactRPNHead': 'RPNHead', 'mmposenc.PaddingExactResNet': 'ResNet'}
-
-
-def config_types(node):
-    """Every ``type`` a config writes."""
-    if isinstance(node, dict):
-        return [node.get('type'), *(t for v in node.values() for t in config_types(v))]
-    if isinstance(node, (list, tuple)):
-        return [t for v in node for t in config_types(v)]
-    return []
 
 
 @pytest.mark.parametrize('config', [*DENSE_OFF, *DENSE_ON])
@@ -431,19 +412,6 @@ def stock_dense(cfg):
     if 'panoptic_head' in cfg.model:  # Mask2Former's padding-aware head: its switch off
         cfg.model.panoptic_head.padding_exact = False
     return cfg
-
-
-def trained_like_norms(model, gen):
-    """Random norm affine parameters and BatchNorm statistics (fresh norms leave the padded
-    region of a CNN zero, which hides what the padding does)."""
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm2d)):
-                m.weight.uniform_(0.5, 1.5, generator=gen)
-                m.bias.normal_(0, 0.5, generator=gen)
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.normal_(0, 0.5, generator=gen)
-                m.running_var.uniform_(0.5, 2.0, generator=gen)
 
 
 def top_detections(cfg):
@@ -526,7 +494,7 @@ def test_dense_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_p
         assert models['on'].edge_pad_rois and not models['off'].edge_pad_rois
     shapes = {k: {n: v.shape for n, v in m.state_dict().items()} for k, m in models.items()}
     assert shapes['on'] == shapes['off'] == shapes['stock']
-    trained_like_norms(models['stock'], torch.Generator().manual_seed(0))
+    randomise_norms(models['stock'], torch.Generator().manual_seed(0))
     for src, dst in (('stock', 'on'), ('on', 'off'), ('off', 'stock')):
         models[dst].load_state_dict(models[src].state_dict(), strict=True)
     # a padded batch of two images of different sizes, through the shipped preprocessor
@@ -578,7 +546,7 @@ def test_mask2former_resnet_frozen_norms_keep_training_exact(tmp_path, norm_eval
     stock = ResNet(**{k: v for k, v in shipped.items()
                       if k not in ('type', 'padding_exact', 'init_cfg')})
     assert on.padding_exact and not off.padding_exact
-    trained_like_norms(stock, torch.Generator().manual_seed(0))
+    randomise_norms(stock, torch.Generator().manual_seed(0))
     on.load_state_dict(stock.state_dict())
     off.load_state_dict(stock.state_dict())
     gen = torch.Generator().manual_seed(1)
