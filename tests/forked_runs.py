@@ -198,8 +198,9 @@ def run_tools(runs, preload=('torch', 'mmengine.config', 'mmengine.runner'), env
 
 def run_in_process(run, capture=True):
     """Run ``run`` (a dict as for :func:`run_tools`) in this process, as a forked child would;
-    the working directory, ``sys.argv``, ``sys.path`` and the environment are restored
-    afterwards (what the tool imported stays imported).
+    the working directory, ``sys.argv``, ``sys.path``, the environment and (where this process
+    has imported torch) torch's thread count and random state are restored afterwards (what the
+    tool imported stays imported).
 
     Args:
         run (dict): The run.
@@ -212,17 +213,28 @@ def run_in_process(run, capture=True):
         ``capture=False``: only a run that ended normally returns, status 0, no output).
     """
     saved = os.getcwd(), sys.argv, list(sys.path), dict(os.environ)
+    torch = sys.modules.get('torch')
+    threads = torch.get_num_threads() if torch else None
     out, err = io.StringIO(), io.StringIO()
     try:
-        if capture:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = _NAMESPACE['run_as_main'](run, saved[2][1:])
-        else:
-            code = _NAMESPACE['run_as_main'](run, saved[2][1:], catch=False)
+        rng = torch.random.fork_rng() if torch else contextlib.nullcontext()
+        with rng:
+            code = _run_captured(run, saved[2][1:], capture, out, err)
     finally:
         os.chdir(saved[0])
         sys.argv, sys.path[:] = saved[1], saved[2]
         os.environ.clear()
         os.environ.update(saved[3])
+        if torch:
+            torch.set_num_threads(threads)
     return subprocess.CompletedProcess(run.get('argv', ['-c']), code, out.getvalue(),
                                        err.getvalue())
+
+
+def _run_captured(run, base_path, capture, out, err):
+    """``run_as_main`` with its stdout / stderr in ``out`` / ``err`` (``capture``), or
+    uncaught."""
+    if capture:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return _NAMESPACE['run_as_main'](run, base_path)
+    return _NAMESPACE['run_as_main'](run, base_path, catch=False)

@@ -1,6 +1,6 @@
 """tools/analysis/batch_size_eval.py (issue 20, item 4), from a folder of the user's (its
-``main`` in this process: the tool as ``python <tool>`` in a fresh process from a clone is
-test_tools_as_users_run_them's), the shipped demo config through mmengine's Runner.test at batch 1
+command line in this process, tests/forked_runs.py's run_in_process; the tool as
+``python <tool>`` in a fresh process from a clone is test_tools_as_users_run_them's), the shipped demo config through mmengine's Runner.test at batch 1
 and 2 (and 2 in aspect-ratio order) on generated shapes images of different sizes, random
 weights with trained-like norms. Ours (the model's switch on: the demo config ships with it
 off, its cost on that small model being above 3 %) gives every image the same
@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT
+from forked_runs import run_in_process
 
 pytest.importorskip('mmdet')
 
@@ -29,20 +30,18 @@ def _tool():
     return batch_size_eval
 
 
-def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path):
     sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'dataset_converters'))
     from make_shapes_coco import make_shapes_coco
     # the config's data_root, relative to the user's folder: images of 96-128 px, padded
     make_shapes_coco(str(tmp_path / 'data' / 'shapes_coco'), num_train=2, num_val=6,
                      min_size=96, max_size=128, seed=0)
-    tool = _tool()
-    with torch.random.fork_rng():
-        tool.main(['--random-weights', '--keep-data', '--num-images', '6',
-                   '--batch-sizes', '1', '2', '--sort-by-aspect', 'ours', '--work-dir', 'work',
-                   '--model', 'ours', 'on:' + CONFIG,
-                   '--model', 'stock mmdet', 'stock:' + CONFIG,
-                   '--out', 'rows.json', '--table', 'table.md', '--plot', 'figure.png'])
+    res = run_in_process(dict(cwd=str(tmp_path), argv=[
+        TOOL, '--random-weights', '--keep-data', '--num-images', '6',
+        '--batch-sizes', '1', '2', '--sort-by-aspect', 'ours', '--work-dir', 'work',
+        '--model', 'ours', 'on:' + CONFIG, '--model', 'stock mmdet', 'stock:' + CONFIG,
+        '--out', 'rows.json', '--table', 'table.md', '--plot', 'figure.png']))
+    assert res.returncode == 0, res.stderr[-3000:]
     rows = {r['model']: r for r in json.loads((tmp_path / 'rows.json').read_text())}
     # both models on the same random weights (the same state-dict keys)
     assert rows['ours']['checkpoint'] == rows['stock mmdet']['checkpoint']

@@ -1,34 +1,25 @@
 """tools/benchmark/padding_exact_cost.py from a folder of the user's: the bare backbones on a
 small input (one row per backbone and stage) and ``--configs`` on a shipped config (train step
 and predict), with the exact / stock ratio (no timings asserted). The tool's ``main`` runs in
-this process with its command line; torch's thread count and random state are restored."""
-import importlib.util
+this process with its command line (tests/forked_runs.py's run_in_process: torch's thread
+count and random state are restored)."""
 import os.path as osp
 import sys
 
 import pytest
-import torch
+from forked_runs import run_in_process
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TOOL = osp.join(REPO, 'tools', 'benchmark', 'padding_exact_cost.py')
 
 
 @pytest.fixture
-def run_tool(tmp_path, monkeypatch):
-    """Run the tool's ``main(argv)`` from ``tmp_path``; return the table it wrote (--out)."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, 'path', list(sys.path))  # the tool prepends its folders
-    spec = importlib.util.spec_from_file_location('mmposenc_padding_exact_cost', TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+def run_tool(tmp_path):
+    """Run the tool's command line from ``tmp_path``; return the table it wrote (--out)."""
 
     def run(argv):
-        threads = torch.get_num_threads()
-        try:
-            with torch.random.fork_rng():
-                tool.main(argv + ['--out', 'cost.md'])
-        finally:
-            torch.set_num_threads(threads)
+        res = run_in_process(dict(argv=[TOOL, *argv, '--out', 'cost.md'], cwd=str(tmp_path)))
+        assert res.returncode == 0, res.stderr[-3000:]
         return (tmp_path / 'cost.md').read_text()
     return run
 

@@ -1,5 +1,6 @@
 """tools/analysis/pe_resolution_experiment.py on synthetic idx files (no Fashion-MNIST): its
-``main`` with a command line, in this process (torch's threads and random state restored)."""
+``main`` with a command line, in this process (tests/forked_runs.py's run_in_process: torch's
+threads and random state restored)."""
 import gzip
 import json
 import os.path as osp
@@ -7,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-import torch
+from forked_runs import run_in_process
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SCRIPT = osp.join(REPO, 'tools', 'analysis', 'pe_resolution_experiment.py')
@@ -21,7 +22,7 @@ def write_idx(path, array):
 
 
 @pytest.mark.slow  # trains two tiny PEViTs (the script's main in this process)
-def test_idx_reader_and_tiny_run(tmp_path, monkeypatch):
+def test_idx_reader_and_tiny_run(tmp_path):
     rng = np.random.RandomState(0)
     root = tmp_path / 'fmnist'
     root.mkdir()
@@ -43,18 +44,12 @@ def test_idx_reader_and_tiny_run(tmp_path, monkeypatch):
     assert x.shape == (20, 1, 28, 28) and np.bincount(y.numpy()).tolist() == [2] * 10
 
     out = tmp_path / 'out'
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, 'argv', [
+    res = run_in_process(dict(argv=[
         SCRIPT, '--data-root', str(root), '--out-dir', str(out),
         '--encodings', 'none', 'cape', '--train-size', '40', '--test-size', '20',
         '--epochs', '1', '--batch-size', '20', '--eval-res', '20', '36', '--embed-dims',
-        '16', '--depth', '1', '--heads', '2', '--threads', '1'])
-    threads = torch.get_num_threads()
-    try:
-        with torch.random.fork_rng():
-            exp.main()
-    finally:
-        torch.set_num_threads(threads)
+        '16', '--depth', '1', '--heads', '2', '--threads', '1'], cwd=str(tmp_path)))
+    assert res.returncode == 0, res.stderr[-3000:]
     table = (out / 'resolution_experiment.md').read_text()
     assert '| none |' in table and '| cape |' in table and '28px (7x7) *train*' in table
     assert (out / 'resolution_experiment.png').stat().st_size > 1000
