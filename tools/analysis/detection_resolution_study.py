@@ -15,9 +15,9 @@ scale is scored against the same annotations)::
         --checkpoint work_dirs/demo/peg/iter_2500.pth --out work_dirs/peg_scales.json
 
 **The study** (the default): the :data:`VARIANTS` (Deformable-DETR with encoder PE none / sine
-/ PEG / CAPE, DETR and Conditional-DETR with sine / PEG / RoPE-Mixed) on the demo's generated ``shapes_coco``
-(``tools/demo.py``'s data, made here when missing), each trained at the native scale (no
-resizing) with several seeds, then evaluated at every ``--scales`` entry. Each (variant, seed)
+/ PEG / CAPE, DETR and Conditional-DETR with sine / PEG / RoPE-Mixed) on the demo's generated
+``shapes_coco`` (``tools/demo.py``'s data, made here when missing), each trained at the native
+scale (no resizing) with several seeds, then evaluated at every ``--scales`` entry. Each (variant, seed)
 is one process (``--jobs`` at a time); its result is written to
 ``<out-dir>/runs/<variant>__seed<k>.json`` (the per-scale metrics, times, device, settings and
 the commit of the code), so an interrupted study resumes (finished runs are skipped) and

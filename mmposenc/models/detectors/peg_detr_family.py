@@ -149,7 +149,7 @@ class PEGConditionalDETR(DetrEncoderPosMixin, ConditionalDETR):
     Examples:
         >>> # in a config inheriting mmdet::conditional_detr/conditional-detr_r50_8xb2-50e_coco.py
         >>> model = dict(type='mmposenc.PEGConditionalDETR', encoder_pos='peg')
-        >>> # a width-64 model (configs/peg_conditional_detr/*_shapes.py)
+        >>> # a width-64 model (configs/peg_detr/conditional-detr-sine_*_shapes.py)
         >>> model = dict(type='mmposenc.PEGConditionalDETR', ref_sine_feats='embed_dims')
     """
 
