@@ -157,6 +157,9 @@ def test_checkpoints_load_both_ways(tmp_path):
     from mmengine.runner import load_checkpoint, save_checkpoint
     ours_cfg = load(user_config(tmp_path, SHAPES, ON_LINE))
     stock = build(stock_of(ours_cfg), seed=1)
+    # mmdet's DeformableDETR makes level_embed with torch.Tensor (uninitialised memory) and
+    # fills it in init_weights: without this a NaN there fails torch.equal at random
+    stock.init_weights()
     ours = build(ours_cfg, seed=2)
     assert type(ours.backbone).__name__ == 'PaddingExactResNet' and ours.backbone.padding_exact
     assert type(stock.backbone).__name__ == 'ResNet'
