@@ -56,3 +56,34 @@ def test_configs_mode_times_train_step_and_predict_of_a_shipped_config(run_tool,
         ('deformable-detr-peg_r18-quarter_1xb4-2500i_shapes', 'train', '1/1'),
         ('deformable-detr-peg_r18-quarter_1xb4-2500i_shapes', 'predict', '1/1')]
     assert all(float(r[5]) > 0 for r in rows)
+
+
+def test_init_weights_offline_fills_uninitialised_weights_and_downloads_nothing():
+    """``--configs`` initialises the built model as a training run would, without fetching a
+    ``Pretrained`` checkpoint: a weight that a host fills only in ``init_weights`` (mmdet's
+    Deformable-DETR ``level_embed``, made with ``torch.Tensor``) must not stay NaN."""
+    import torch
+    from mmengine.model import BaseModule, Sequential
+    from torch import nn
+    sys.path.insert(0, osp.dirname(TOOL))
+    from padding_exact_cost import init_weights_offline
+
+    class Host(BaseModule):
+
+        def __init__(self):
+            super().__init__(init_cfg=[
+                dict(type='Pretrained', checkpoint='/nonexistent/r50.pth'),
+                dict(type='Constant', val=0.5, layer='Linear')])
+            self.fc = nn.Linear(2, 2)
+            self.level_embed = nn.Parameter(torch.full((3, 2), float('nan')))
+
+        def init_weights(self):
+            super().init_weights()
+            nn.init.normal_(self.level_embed)
+
+    with pytest.raises(FileNotFoundError):  # what a plain init_weights would do offline
+        Host().init_weights()
+    model = Sequential(Host())
+    assert init_weights_offline(model) == ['/nonexistent/r50.pth']
+    assert torch.isfinite(model[0].level_embed).all()
+    assert (model[0].fc.weight == 0.5).all()  # the other init_cfg entries still apply

@@ -31,7 +31,9 @@ Timed, for each model, ``stock`` (no image sizes bound: the stock backbone) agai
 ``--configs CFG ...`` times whole shipped configs instead (item 3): each config is built with
 its backbone's padding-exact mode available (mmdet's ``ResNet`` as
 ``mmposenc.PaddingExactResNet``; ``padding_exact=True`` on PVTPEG / SwinPEG / CPVT / others that
-take it) and pointed at COCO128 (``--data-root``, default ``../shared/data/coco128``); the same
+take it), its weights initialised as a training run's (``init_weights``, without fetching
+``Pretrained`` checkpoints) and pointed at COCO128 (``--data-root``, default
+``../shared/data/coco128``); the same
 model is then timed with the switch off (``stock``: every ``padding_exact`` attribute False,
 which is the host's model bit for bit) and on (``exact``), interleaved, on the same batches:
 
@@ -405,6 +407,32 @@ def first_batches(runner, loader_cfg, n: int, batch_size: int, mixed: bool) -> l
     return out
 
 
+def init_weights_offline(model: torch.nn.Module) -> List[str]:
+    """``model.init_weights()`` with every ``'Pretrained'`` ``init_cfg`` dropped first (nothing
+    is downloaded; the timings do not depend on the weights). Without it some hosts' weights are
+    uninitialised memory: mmdet's Deformable-DETR makes ``level_embed`` with ``torch.Tensor``
+    and fills it only in ``init_weights``, so it could hold NaN and the loss with it.
+
+    Returns:
+        list[str]: The checkpoints that were dropped.
+    """
+    from mmengine.model import BaseModule
+    dropped = []
+    for module in model.modules():
+        init = getattr(module, 'init_cfg', None) if isinstance(module, BaseModule) else None
+        inits = init if isinstance(init, (list, tuple)) else [init]
+        pretrained = [i for i in inits if isinstance(i, dict) and i.get('type') == 'Pretrained']
+        if pretrained:
+            dropped += [str(i.get('checkpoint')) for i in pretrained]
+            kept = [i for i in inits if i is not None and i not in pretrained]
+            module.init_cfg = kept if isinstance(init, (list, tuple)) else None
+    model.init_weights()
+    bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise RuntimeError(f'non-finite weights after init_weights: {bad[:5]}')
+    return dropped
+
+
 def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
     """Train step and predict of one shipped config, padding-exact off vs on (module doc)."""
     import tempfile
@@ -426,6 +454,7 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         runner = load_runner(config, tmp, data_root, cfg_options=options, device=args.device)
     model = runner.model
+    init_weights_offline(model)
     # ExactPaddingMixin and PaddingExactEncoderDecoder bind the image sizes themselves
     binds = hasattr(model, 'feature_padding_masks') or hasattr(model, '_image_shapes')
     clock = timer(args.device, args.clock)
