@@ -66,6 +66,25 @@ def test_a_larger_size_shows_real_detail_of_the_same_window(rr, photos_file):
                                torch.stack((v32[0].flip(-1), v32[1])), atol=1e-5, rtol=0)
 
 
+def test_views_sampled_per_photo_are_bit_identical(rr, photos_file):
+    """:meth:`PhotoPyramid.views` samples the views of one photo in one call (grids stacked
+    along the height): each view is bit for bit the view sampled alone, whatever else is in
+    the batch (repeated photos, all three pyramid levels, flips), so study 6's runs before and
+    after that change saw the same pixels."""
+    pyr = rr.PhotoPyramid(rr.load_photos(photos_file)[0])
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.tensor([1, 2, 1, 5, 1, 2, 7, 5])
+    side = torch.tensor([40., 70., 128., 100., 60., 128., 90., 50.])  # levels 0, 1 and 2
+    box = torch.cat((torch.rand(8, 2, generator=gen) * 50, side[:, None], side[:, None] * 0.9),
+                    1)
+    flip = torch.rand(8, generator=gen) < 0.5
+    for hw in [(32, 32), (24, 36)]:
+        batched = pyr.views(idx, box, hw, flip)
+        alone = torch.cat([pyr.views(idx[i:i + 1], box[i:i + 1], hw, flip[i:i + 1])
+                           for i in range(8)])
+        assert torch.equal(batched, alone)
+
+
 @pytest.mark.parametrize('hw', [(24, 24), (32, 48)])
 def test_test_views_are_balanced_rotations_of_one_shape(rr, photos_file, hw):
     photos, _, test = rr.load_photos(photos_file)

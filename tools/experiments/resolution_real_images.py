@@ -205,10 +205,18 @@ class PhotoPyramid:
             gy = 2 * ys / src.shape[2] - 1
             gx = 2 * xs / src.shape[3] - 1
             grid = torch.stack((gx[:, None, :].expand(-1, oh, -1),
-                                gy[:, :, None].expand(-1, -1, ow)), dim=-1)
-            out[sel.to(self.device)] = F.grid_sample(
-                src[idx[sel].to(self.device)], grid.to(self.device), mode='bilinear',
-                padding_mode='border', align_corners=False)
+                                gy[:, :, None].expand(-1, -1, ow)), dim=-1).to(self.device)
+            # One grid_sample per photo, its views' grids stacked along the height: the same
+            # arithmetic per output pixel as one call on the photos gathered per view (bit
+            # for bit, test_views_sampled_per_photo_are_bit_identical), without copying a
+            # whole photo for every view (that gather was 15 % of a CPU training step).
+            photos = idx[sel]
+            for p in photos.unique().tolist():
+                at = (photos == p).nonzero().flatten()
+                g = grid[at.to(self.device)].reshape(1, len(at) * oh, ow, 2)
+                v = F.grid_sample(src[p:p + 1], g, mode='bilinear', padding_mode='border',
+                                  align_corners=False)
+                out[sel[at].to(self.device)] = v.view(3, len(at), oh, ow).transpose(0, 1)
         return out
 
 
