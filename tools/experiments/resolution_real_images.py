@@ -623,19 +623,24 @@ def report(runs: Dict[str, List[dict]], args) -> str:
 
 
 def summary(runs: Dict[str, List[dict]]) -> str:
+    """One line: the runs, their summed time, and per device the runs made there with their
+    torch, code commits (marked where the tree had uncommitted changes) and parallel jobs."""
     recs = [r for rs in runs.values() for r in rs]
     wall = sum(r['train_wall_s'] + r['eval_wall_s'] for r in recs)
-    devices = sorted({r['machine'].get('device', '?') for r in recs})
-    commits = sorted({(r['code'] or {}).get('commit') or '?' for r in recs})
-    dirty = any((r['code'] or {}).get('uncommitted_changes') for r in recs)
-    jobs = sorted({r['settings']['jobs'] for r in recs})
+    parts = []
+    for device in sorted({r['machine'].get('device', '?') for r in recs}):
+        on = [r for r in recs if r['machine'].get('device', '?') == device]
+        torches = sorted({r['machine']['torch'] for r in on})
+        commits = sorted({((r['code'] or {}).get('commit') or '?')[:7]
+                          + (' with uncommitted changes'
+                             if (r['code'] or {}).get('uncommitted_changes') else '')
+                          for r in on})
+        jobs = sorted({r['settings']['jobs'] for r in on})
+        parts.append(f'{len(on)} on {device} (torch {", ".join(torches)}; code '
+                     f'{", ".join(commits)}; {"/".join(map(str, jobs))} at a time)')
     return (f'{len(recs)} runs, {len(runs)} encodings x seeds '
             f'{sorted({r["seed"] for r in recs})}; summed train+eval wall '
-            f'{wall / 60:.1f} min (runs in parallel: {jobs} at a time) on '
-            f'{", ".join(devices)}; torch {recs[0]["machine"]["torch"]}; '
-            f'code {", ".join(c[:7] for c in commits)}'
-            + (' (with uncommitted changes)' if dirty else '')
-            + f'; chance {CHANCE:.0f} %')
+            f'{wall / 60:.1f} min; ' + '; '.join(parts) + f'; chance {CHANCE:.0f} %')
 
 
 # ----------------------------------------------------------------------------- CLI
