@@ -1,4 +1,5 @@
-"""Shared by tools/train.py and tools/test.py: load a config and build its Runner."""
+"""Shared by the tools (train.py, test.py, the demo, the studies, the benchmarks, the export):
+load a config and build its Runner, stretch a schedule, drop ``Pretrained`` init_cfgs."""
 import os.path as osp
 
 HOSTS = ('mmdet', 'mmseg', 'mmpretrain')
@@ -107,3 +108,31 @@ def stretch_schedule(cfg, iters):
             if 'milestones' in sched:
                 sched.milestones = [max(1, round(m * iters / config_iters))
                                     for m in sched.milestones]
+
+
+def drop_pretrained(cfg):
+    """Remove every ``init_cfg`` of type ``'Pretrained'`` from a model config, in place.
+
+    For weights that come from elsewhere or are random: nothing is downloaded (a shipped R50
+    config would otherwise fetch torchvision's ResNet-50). ``cfg`` may be any dict holding an
+    ``init_cfg``, e.g. ``dict(init_cfg=module.init_cfg)`` for a built module.
+
+    Returns:
+        list[str]: The checkpoints that were dropped.
+    """
+    dropped = []
+    if isinstance(cfg, dict):
+        init = cfg.get('init_cfg')
+        inits = init if isinstance(init, (list, tuple)) else [init]
+        if any(isinstance(i, dict) and i.get('type') == 'Pretrained' for i in inits):
+            dropped += [str(i.get('checkpoint')) for i in inits
+                        if isinstance(i, dict) and i.get('type') == 'Pretrained']
+            kept = [i for i in inits if not (isinstance(i, dict) and i.get('type') == 'Pretrained')]
+            cfg['init_cfg'] = kept if isinstance(init, (list, tuple)) else None
+        for key, value in cfg.items():
+            if key != 'init_cfg':
+                dropped += drop_pretrained(value)
+    elif isinstance(cfg, (list, tuple)):
+        for value in cfg:
+            dropped += drop_pretrained(value)
+    return dropped

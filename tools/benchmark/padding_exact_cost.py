@@ -416,16 +416,14 @@ def init_weights_offline(model: torch.nn.Module) -> List[str]:
     Returns:
         list[str]: The checkpoints that were dropped.
     """
+    from _runner_utils import drop_pretrained
     from mmengine.model import BaseModule
     dropped = []
     for module in model.modules():
-        init = getattr(module, 'init_cfg', None) if isinstance(module, BaseModule) else None
-        inits = init if isinstance(init, (list, tuple)) else [init]
-        pretrained = [i for i in inits if isinstance(i, dict) and i.get('type') == 'Pretrained']
-        if pretrained:
-            dropped += [str(i.get('checkpoint')) for i in pretrained]
-            kept = [i for i in inits if i is not None and i not in pretrained]
-            module.init_cfg = kept if isinstance(init, (list, tuple)) else None
+        if isinstance(module, BaseModule) and module.init_cfg:
+            holder = dict(init_cfg=module.init_cfg)
+            dropped += drop_pretrained(holder)
+            module.init_cfg = holder['init_cfg']
     model.init_weights()
     bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:

@@ -55,6 +55,8 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+sys.path.append(osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools/: _runner_utils
+from _runner_utils import drop_pretrained  # noqa: E402
 
 #: default absolute tolerance of onnxruntime against PyTorch (float32 on CPU)
 DEFAULT_ATOL = 1e-4
@@ -143,33 +145,6 @@ def wrap_model(model: nn.Module) -> nn.Module:
                     '`forward_transformer` and `bbox_head`), a MaskFormer-style one '
                     '(`panoptic_head` with a `pixel_decoder`) nor an ImageClassifier '
                     '(`backbone` and `head`)')
-
-
-def drop_pretrained(cfg):
-    """Remove every ``init_cfg`` of type ``'Pretrained'`` from a model config, in place.
-
-    The export's weights come from ``--checkpoint`` or are random: nothing is downloaded (a
-    shipped R50 config would otherwise fetch torchvision's ResNet-50).
-
-    Returns:
-        list[str]: The checkpoints that were dropped.
-    """
-    dropped = []
-    if isinstance(cfg, dict):
-        init = cfg.get('init_cfg')
-        inits = init if isinstance(init, (list, tuple)) else [init]
-        if any(isinstance(i, dict) and i.get('type') == 'Pretrained' for i in inits):
-            dropped += [str(i.get('checkpoint')) for i in inits
-                        if isinstance(i, dict) and i.get('type') == 'Pretrained']
-            kept = [i for i in inits if not (isinstance(i, dict) and i.get('type') == 'Pretrained')]
-            cfg['init_cfg'] = kept if isinstance(init, (list, tuple)) else None
-        for key, value in cfg.items():
-            if key != 'init_cfg':
-                dropped += drop_pretrained(value)
-    elif isinstance(cfg, (list, tuple)):
-        for value in cfg:
-            dropped += drop_pretrained(value)
-    return dropped
 
 
 def load_weights(model: nn.Module, checkpoint: str) -> None:
