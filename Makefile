@@ -1,8 +1,22 @@
-# The two commands of the README. Both install everything they need into .venv first
-# (tools/setup_env.sh is idempotent: a second run takes seconds and does not rebuild mmcv).
-PY := .venv/bin/python
+# The two commands of the README. Both install everything they need first (tools/setup_env.sh is
+# idempotent: a second run takes seconds).
+#
+# STACK=upstream|onedl picks the host family (requirements/<stack>.txt), ROUTE=ops-free|compiled
+# whether mmcv's ops are compiled; the defaults (upstream, ops-free) compile nothing and use
+# .venv, the others .venv-<stack>-<route>.
+STACK ?= upstream
+ROUTE ?= ops-free
+ifeq ($(STACK)-$(ROUTE),upstream-ops-free)
+VENV ?= .venv
+else
+VENV ?= .venv-$(STACK)-$(ROUTE)
+endif
+PY := $(VENV)/bin/python
+export MMPOSENC_STACK := $(STACK)
+export MMPOSENC_ROUTE := $(ROUTE)
+export MMPOSENC_VENV := $(abspath $(VENV))
 
-.PHONY: setup setup-docs demo test test-fast docs
+.PHONY: setup setup-docs demo test test-fast test-hosts test-gpu docs
 setup:
 	bash tools/setup_env.sh
 
@@ -14,13 +28,25 @@ demo: setup
 # fixture, or the throwaway wheel environment, on one worker (tests/conftest.py); each worker,
 # and every process a test starts, runs torch with one thread.
 TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test: setup
-	$(PYTEST)
+	$(PYTEST) tests
 
 test-fast: setup
-	$(PYTEST) -m "not slow"
+	$(PYTEST) tests -m "not slow"
+
+# The host-integration tests (what differs between stacks and routes: the hosts' imports, the
+# mmcv ops and their PyTorch kernels, a train and a predict step of every config family, the
+# install into each family); CI runs them on the stacks and routes that `make test` does not.
+HOST_TESTS := tests/test_stack tests/test_ops tests/test_packaging/test_host_families.py
+test-hosts: setup
+	$(PYTEST) $(HOST_TESTS)
+
+# On a machine with a CUDA GPU: tests/test_gpu and a train + predict step of every DETR-family
+# and Mask2Former config on CUDA, on the route chosen (run it once per route).
+test-gpu: setup
+	$(PY) -m pytest tests/test_gpu tests/test_ops -v -rs
 
 # The documentation site: Sphinx (requirements/docs.txt, installed only here) builds docs/ into
 # docs/_build/html with warnings as errors, then every internal link of the site is checked.

@@ -18,6 +18,11 @@ and lets the regular finders load it; once it has loaded, the finder runs
 still not imported. Model types (``type='mmposenc.X'``) are imported later, as before, by the
 config's ``custom_imports`` and the mmposenc registries' ``locations``.
 
+:func:`install` also puts the two finders of ``mmposenc/ops/ext_finder.py`` (loaded from its
+file, standard library only) on :data:`sys.meta_path`: where mmcv has no compiled ops
+(``mmcv-lite``, ``onedl-mmcv`` built without them), ``import mmcv.ops`` then runs on mmposenc's
+PyTorch kernels, in the hosts' own tools too (``MMPOSENC_NO_TORCH_OPS=1`` turns this part off).
+
 The hook never breaks an interpreter: the ``.pth`` line swallows any error of this module, and
 a registration that fails (mmposenc half uninstalled) leaves mmengine as it is; the only trace
 is a warning when mmposenc's files are there but their registration raises.
@@ -33,6 +38,41 @@ TRIGGER = 'mmengine.config'
 ENV_OFF = 'MMPOSENC_NO_STARTUP_HOOK'
 #: Name of the private copy of ``mmposenc/utils/config_package.py`` the hook loads.
 MODULE_NAME = '_mmposenc_config_package'
+#: Name of the private copy of ``mmposenc/ops/ext_finder.py`` the hook loads.
+EXT_FINDER_NAME = '_mmposenc_ext_finder'
+
+
+def _package_file(*parts):
+    """A file of the installed mmposenc package, located without importing it, or None."""
+    import importlib.util
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = osp.join(list(spec.submodule_search_locations)[0], *parts)
+    return path if osp.isfile(path) else None
+
+
+def install_ext_finder():
+    """Install mmposenc's ``mmcv._ext`` finders (``mmposenc/ops/ext_finder.py``) without
+    importing mmposenc. Never raises.
+
+    Returns:
+        bool: Whether they are installed.
+    """
+    try:
+        import importlib.util
+        path = _package_file('ops', 'ext_finder.py')
+        if path is None:
+            return False
+        module = sys.modules.get(EXT_FINDER_NAME)
+        if module is None or getattr(module, '__file__', None) != path:
+            spec = importlib.util.spec_from_file_location(EXT_FINDER_NAME, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[EXT_FINDER_NAME] = module
+        return module.install()
+    except Exception:
+        return False
 
 
 def register_config_package():
@@ -129,6 +169,7 @@ def install():
     Returns:
         bool: Whether a finder was added to :data:`sys.meta_path`.
     """
+    install_ext_finder()
     try:
         if TRIGGER in sys.modules:
             register_config_package()

@@ -5,9 +5,15 @@ Like the OpenMMLab codebases, the package carries its configs, tools and model i
 and ``mim train mmposenc CONFIG`` find them in an installed package. ``add_mim_extension``
 makes ``mmposenc/.mim/{configs,tools,model-index.yml}`` relative symlinks to the repository's
 folders (copies where the file system has no symlinks); ``package_data`` then puts the files
-behind them into wheels and sdists as regular files. Run-time requirements: torch, mmengine and
-mmcv; the hosts are extras (``pip install mmposenc[det,seg,cls]``). Versions that are tested
-together are pinned in requirements/pins.txt (``tools/setup_env.sh`` installs them).
+behind them into wheels and sdists as regular files.
+
+Requirements: numpy only. The hosts (torch, mmengine, mmcv, mmdet, mmsegmentation, mmpretrain)
+come in two families with the same module names and other distribution names (upstream
+OpenMMLab, the maintained onedl-* fork): a requirement on either name would make pip install it
+over the other, so none is declared; ``import mmposenc`` checks the modules and their versions
+instead (``mmposenc/utils/hosts.py``). For a new environment the extras ``upstream`` and ``onedl``
+name one family each. Versions tested together are pinned in requirements/<stack>.txt
+(``tools/setup_env.sh`` installs them).
 """
 import os
 import os.path as osp
@@ -21,23 +27,24 @@ from setuptools.command.editable_wheel import editable_wheel
 ROOT = osp.dirname(osp.abspath(__file__))
 MIM_FILES = ('configs', 'tools', 'model-index.yml')
 
-# What `import mmposenc` needs (tests/test_packaging check these against requirements/pins.txt
-# and against the modules the package imports). setuptools < 81: mmengine 0.10.7 resolves
-# `mmdet::` / `mmposenc::` bases with pkg_resources, which setuptools 81 removed.
-INSTALL_REQUIRES = [
-    'torch>=2.6',  # safe checkpoint loading (mmposenc.engine.checkpoint.MIN_TORCH_VERSION)
-    'mmengine>=0.10.0,<1.0.0',
-    'mmcv>=2.0.0,<2.2.0',
-    'numpy',
-    'setuptools<81',
-]
-# The hosts whose models and configs mmposenc extends, one extra each.
+# Nothing that a host family provides: see the module docstring (tests/test_packaging check that
+# installing the wheel into either family changes nothing).
+INSTALL_REQUIRES = ['numpy']
+# One family each, for a new environment; the ranges are mmposenc/utils/hosts.py's SUPPORTED
+# (tests/test_packaging/test_host_families.py checks that they agree). Both take mmcv without
+# compiled ops (mmcv-lite; onedl-mmcv's sdist, built without torch, has none): mmposenc's
+# PyTorch kernels run mmcv.ops.
 EXTRAS_REQUIRE = {
-    'det': ['mmdet>=3.3.0,<3.4.0'],  # mmposenc.models.detectors, COCO configs
-    'seg': ['mmsegmentation>=1.2.0,<1.3.0', 'ftfy', 'regex'],  # ADE20K configs
-    'cls': ['mmpretrain>=1.2.0,<1.3.0'],  # ImageNet / CIFAR configs, SwinPEG
+    'upstream': [
+        'mmengine>=0.10.0,<0.11', 'mmcv-lite>=2.0.0,<2.2.0', 'mmdet>=3.3.0,<3.4',
+        'mmsegmentation>=1.2.0,<1.3', 'mmpretrain>=1.2.0,<1.3', 'ftfy', 'regex',
+        'setuptools<81',  # mmengine 0.10.7 resolves `pkg::` config bases with pkg_resources
+    ],
+    'onedl': [
+        'onedl-mmengine>=0.10.8,<0.11', 'onedl-mmcv>=2.3.0,<2.4', 'onedl-mmdetection>=3.4.0,<3.6',
+        'onedl-mmsegmentation>=1.3.0,<1.5', 'onedl-mmpretrain>=1.3.0,<1.4', 'ftfy', 'regex',
+    ],
 }
-EXTRAS_REQUIRE['all'] = sorted({r for reqs in EXTRAS_REQUIRE.values() for r in reqs})
 
 # Files of .mim/ that go into the wheel (relative to mmposenc/).
 MIM_PACKAGE_DATA = [

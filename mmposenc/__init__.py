@@ -1,7 +1,14 @@
 """mmposenc: position encodings for vision transformers, as an OpenMMLab plugin."""
+# First: torch, mmengine and mmcv by module and version (upstream or onedl-*), one line if not;
+# then mmcv.ops on PyTorch kernels where mmcv has no compiled ops (the startup hook did this
+# already where mmposenc is installed; this covers PYTHONPATH use).
+from .utils.hosts import HOST_VERSIONS  # noqa: F401
+from .ops import ext_finder  # noqa: I001
 from .engine.checkpoint import register_safe_loaders
 from .utils.config_package import register_config_package
 from .version import __version__
+
+ext_finder.install()
 
 # Local and downloaded checkpoints load with weights_only=True plus the few globals mmengine's
 # Runner checkpoints need (see mmposenc.engine.checkpoint); every config that uses an mmposenc

@@ -135,14 +135,13 @@ def _memoized_config_formatting():
     of an in-process train + test of a small DETR. yapf's output is a function of the text
     and the style alone, so equal texts are formatted once per session; the text each config
     gives is mmengine's, unchanged (fresh processes -- the tools as users run them -- format
-    as always).
+    as always). mmengine 0.10.7 calls its module's ``FormatCode``, onedl-mmengine 0.10.12
+    imports yapf's at each call: :func:`forked_runs.format_code_owner` finds which.
     """
-    from forked_runs import memoized_format_code
-    from mmengine.config import config as config_module
-
+    from forked_runs import format_code_owner, memoized_format_code
+    owner = format_code_owner()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config_module, 'FormatCode',
-                   memoized_format_code(config_module.FormatCode, 256))
+        mp.setattr(owner, 'FormatCode', memoized_format_code(owner.FormatCode, 256))
         yield
 
 

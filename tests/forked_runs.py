@@ -89,6 +89,17 @@ def run_as_main(run, base_path, catch=True):
 # times; yapf's output depends on those alone): tests/conftest.py for the suite's process, the
 # forking interpreter of run_tools(memoize_formatting=True) for its children
 MEMO_FORMAT = r'''
+def format_code_owner():
+    """The module whose ``FormatCode`` mmengine's ``Config.pretty_text`` calls: mmengine's
+    config module (mmengine 0.10.7 imports it there), else yapf's API module (onedl-mmengine
+    imports it from there at each call)."""
+    from mmengine.config import config as config_module
+    if hasattr(config_module, 'FormatCode'):
+        return config_module
+    from yapf.yapflib import yapf_api
+    return yapf_api
+
+
 def memoized_format_code(format_code, maxsize):
     """``format_code`` (mmengine's ``FormatCode``) with its results cached per text and style."""
     import functools
@@ -111,8 +122,8 @@ for name in preload:
     importlib.import_module(name)
 assert 'mmposenc' not in sys.modules, 'the preloaded modules imported mmposenc'
 if sys.argv[4:] == ['memoize_formatting']:  # see run_tools
-    from mmengine.config import config as config_module
-    config_module.FormatCode = memoized_format_code(config_module.FormatCode, 64)
+    owner = format_code_owner()
+    owner.FormatCode = memoized_format_code(owner.FormatCode, 64)
 base_path, results = sys.path[1:], []
 for i, run in enumerate(runs):
     out, err = (os.path.join(out_dir, f'{i}.{s}') for s in ('out', 'err'))
@@ -137,6 +148,7 @@ print(json.dumps(results))
 _NAMESPACE = {}
 exec(RUN_AS_MAIN + MEMO_FORMAT, _NAMESPACE)  # this process's copy of the children's code
 memoized_format_code = _NAMESPACE['memoized_format_code']
+format_code_owner = _NAMESPACE['format_code_owner']
 
 
 def hook_env(on, env=None):

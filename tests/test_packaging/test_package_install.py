@@ -29,8 +29,8 @@ import pytest
 from packaging.requirements import Requirement
 
 from conftest import REPO_ROOT
+from stack_info import DISTRIBUTIONS, STACK, mmcv_distribution, pins
 
-HOSTS = {'det': 'mmdet', 'seg': 'mmsegmentation', 'cls': 'mmpretrain'}
 VENV_SITE = next(p for p in sys.path if p.endswith('site-packages') and sys.prefix in p)
 QUIET = ('-W', 'ignore')  # pkg_resources' deprecation warnings (mmengine imports it)
 
@@ -42,17 +42,6 @@ def _norm(name):
 def _setup():
     """Requirement constants of setup.py (without running setup())."""
     return runpy.run_path(osp.join(REPO_ROOT, 'setup.py'), run_name='setup_under_test')
-
-
-def _pins():
-    pins = {}
-    with open(osp.join(REPO_ROOT, 'requirements', 'pins.txt')) as f:
-        for line in f:
-            line = line.split('#')[0].strip()
-            if '==' in line and not line.startswith('@'):
-                name, version = line.split('==')
-                pins[_norm(name)] = version.strip()
-    return pins
 
 
 def _env(**extra):
@@ -72,37 +61,54 @@ def _run(args, cwd, env=None, timeout=600, check=True):
 
 
 # ------------------------------------------------------------------ requirements -----------
-def test_install_requires_and_extras_match_the_pins():
-    """Every requirement names a pinned package and the pinned version satisfies it; the
-    hosts are the extras det / seg / cls, and `all` is their union."""
-    ns, pins = _setup(), _pins()
-    reqs = list(ns['INSTALL_REQUIRES'])
+def test_requirements_name_no_host_and_the_extras_match_each_stacks_pins():
+    """install_requires is numpy alone (no host of either family: see setup.py); the extras
+    `upstream` and `onedl` name one family each, every requirement is pinned in that stack's
+    requirements file and admits the pinned version, and its range lies inside the range
+    mmposenc checks at import (mmposenc.utils.hosts.SUPPORTED)."""
+    from packaging.version import Version
+
+    from mmposenc.utils.hosts import SUPPORTED
+    ns = _setup()
+    assert ns['INSTALL_REQUIRES'] == ['numpy']
     extras = ns['EXTRAS_REQUIRE']
-    assert {k: [Requirement(r).name for r in v][0] for k, v in extras.items()
-            if k in HOSTS} == HOSTS
-    assert sorted(extras['all']) == sorted({r for k in HOSTS for r in extras[k]})
-    for r in reqs + [r for v in extras.values() for r in v]:
-        req = Requirement(r)
-        assert _norm(req.name) in pins, f'{r} is not pinned in requirements/pins.txt'
-        assert req.specifier.contains(pins[_norm(req.name)], prereleases=True), (
-            f'{r} excludes the pinned {req.name}=={pins[_norm(req.name)]}')
-    assert {_norm(Requirement(r).name) for r in reqs} == {
-        'torch', 'mmengine', 'mmcv', 'numpy', 'setuptools'}
+    assert set(extras) == {'upstream', 'onedl'}
+    module_of = {}
+    for module, (_, _, dists) in SUPPORTED.items():
+        for family, names in dists.items():
+            for name in names.split(' or '):
+                module_of[_norm(name)] = module
+    for stack, reqs in extras.items():
+        pinned = {_norm(k): v for k, v in pins(stack).items()}
+        hosts = set()
+        for r in reqs:
+            req = Requirement(r)
+            name = _norm(req.name)
+            assert name in pinned, f'{r} is not pinned in requirements/{stack}.txt'
+            assert req.specifier.contains(pinned[name], prereleases=True), (
+                f'{r} excludes the pinned {req.name}=={pinned[name]}')
+            if name not in module_of:
+                continue
+            hosts.add(module_of[name])
+            low, high, _ = SUPPORTED[module_of[name]]
+            for spec in req.specifier:
+                bound = Version(spec.version)
+                assert bound >= Version(low) and (high is None or bound <= Version(high)), (
+                    f'{r}: outside mmposenc.utils.hosts.SUPPORTED[{module_of[name]!r}]')
+        assert hosts == {'mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmpretrain'}, (stack, hosts)
 
 
 def test_torch_floor_is_the_one_the_checkpoint_loader_needs(monkeypatch):
-    """setup.py's torch floor is mmposenc.engine.checkpoint.MIN_TORCH_VERSION (the oldest
-    torch with every torch.serialization API the loader calls); TORCH_APIS lists every such
-    call in the module, and a torch that lacks one is refused with one line naming the
-    floor."""
+    """The torch floor mmposenc checks at import is
+    mmposenc.engine.checkpoint.MIN_TORCH_VERSION (the oldest torch with every
+    torch.serialization API the loader calls); TORCH_APIS lists every such call in the module,
+    and a torch that lacks one is refused with one line naming the floor."""
     import torch
     from packaging.version import Version
 
     from mmposenc.engine import checkpoint
-    torch_req = next(Requirement(r) for r in _setup()['INSTALL_REQUIRES']
-                     if Requirement(r).name == 'torch')
-    floors = [s.version for s in torch_req.specifier if s.operator == '>=']
-    assert floors == [checkpoint.MIN_TORCH_VERSION], torch_req
+    from mmposenc.utils.hosts import SUPPORTED
+    assert SUPPORTED['torch'][0] == checkpoint.MIN_TORCH_VERSION
     assert Version(checkpoint.MIN_TORCH_VERSION) >= Version('2.6')
     used = set(re.findall(r'torch\.serialization\.(\w+)\(',
                           open(checkpoint.__file__, encoding='utf-8').read()))
@@ -146,13 +152,32 @@ def _closure(names):
     return seen
 
 
-def test_every_imported_package_is_declared():
-    """A module-level import of the package is covered by install_requires (or their own
-    requirements); mmposenc/models/detectors may use mmdet (extra `det`); imports inside
-    functions may use any extra."""
+def _host_distributions(modules):
+    """This environment's distributions of the host ``modules`` (either family)."""
+    names = []
+    for module in modules:
+        if module == 'torch':
+            names.append('torch')
+        elif module == 'mmcv':
+            names.append(mmcv_distribution())
+        else:
+            names.append(DISTRIBUTIONS[module][STACK])
+    return names
+
+
+#: The hosts every part of mmposenc may import at module level (checked at `import mmposenc`)
+CORE_HOSTS = ('torch', 'mmengine', 'mmcv')
+
+
+def test_every_imported_package_is_declared_or_a_checked_host():
+    """A module-level import of the package is numpy (install_requires), a host that
+    `import mmposenc` checks (torch, mmengine, mmcv) or one of their requirements;
+    mmposenc/models/detectors may use mmdet (checked when it is imported); imports inside
+    functions may use any host."""
     ns = _setup()
-    base = _closure(Requirement(r).name for r in ns['INSTALL_REQUIRES'])
-    extras = {_norm(Requirement(r).name) for r in ns['EXTRAS_REQUIRE']['all']}
+    base = _closure([Requirement(r).name for r in ns['INSTALL_REQUIRES']]
+                    + _host_distributions(CORE_HOSTS))
+    hosts = _closure(_host_distributions(['mmdet', 'mmseg', 'mmpretrain']) + ['torchvision'])
     owners = md.packages_distributions()
     stdlib = set(sys.stdlib_module_names)
     for root, _, files in os.walk(osp.join(REPO_ROOT, 'mmposenc')):
@@ -169,20 +194,21 @@ def test_every_imported_package_is_declared():
                 allowed = base
                 if not module_level or rel.startswith(osp.join('mmposenc', 'models',
                                                                'detectors')):
-                    allowed = base | extras
+                    allowed = base | hosts
                 assert dists & allowed, (
                     f'{rel} imports {module} ({sorted(dists)}) at '
-                    f'{"module" if module_level else "function"} level; declare it in setup.py')
+                    f'{"module" if module_level else "function"} level; declare or check it')
 
 
 def test_import_with_only_torch_mmengine_mmcv(tmp_path):
     """`import mmposenc` (and `mmposenc.models`) in an interpreter that sees only the files of
-    install_requires and their requirements: a site-packages of symlinks to exactly those
-    distributions' files, no user site, no .pth files, no PYTHONPATH."""
-    ns = _setup()
-    dists = _closure(Requirement(r).name for r in ns['INSTALL_REQUIRES'])
-    assert {'torch', 'mmengine', 'mmcv'} <= dists
-    assert not dists & {'mmdet', 'mmsegmentation', 'mmpretrain', 'torchvision'}
+    numpy, torch, mmengine and mmcv (this stack's distributions) and their requirements: a
+    site-packages of symlinks to exactly those distributions' files, no user site, no .pth
+    files, no PYTHONPATH."""
+    dists = _closure(['numpy'] + _host_distributions(CORE_HOSTS))
+    assert {'torch', _norm(mmcv_distribution())} <= dists
+    assert not dists & {_norm(d) for m in ('mmdet', 'mmseg', 'mmpretrain')
+                        for d in DISTRIBUTIONS[m].values()} | {'torchvision'}
     site = tmp_path / 'site-packages'
     site.mkdir()
     tops = set()

@@ -1,59 +1,50 @@
-"""The pinned OpenMMLab stack imports, with compiled mmcv ops, and mmposenc plugs into it
-(that `import mmposenc.models` imports no host: test_registry.py, in its fresh interpreter)."""
+"""The pinned OpenMMLab stack (upstream or onedl) imports, mmcv.ops runs on the route asked for
+(compiled ops or mmposenc's PyTorch kernels), and mmposenc plugs into it (that
+`import mmposenc.models` imports no host: test_registry.py, in its fresh interpreter)."""
 import importlib
-import os.path as osp
 
 import pytest
 import torch
 
-from conftest import REPO_ROOT
-
-
-def _pins():
-    pins = {}
-    with open(osp.join(REPO_ROOT, 'requirements', 'pins.txt')) as f:
-        for line in f:
-            line = line.split('#')[0].strip()
-            if '==' in line and not line.startswith('@'):
-                name, version = line.split('==')
-                pins[name.strip()] = version.strip()
-    return pins
+from stack_info import DISTRIBUTIONS, EXPECTED_ROUTE, STACK, mmcv_distribution, pins
 
 
 @pytest.mark.parametrize('module', [
     'mmcv.ops', 'mmdet.models', 'mmseg.models', 'mmpretrain.models', 'torchvision.ops',
-    'mmposenc', 'mmposenc.models', 'mmposenc.engine'
+    'mmposenc', 'mmposenc.models', 'mmposenc.engine', 'mmposenc.models.detectors'
 ])
 def test_imports(module):
     importlib.import_module(module)
 
 
-def test_versions_match_pins():
-    import mmcv
-    import mmdet
-    import mmengine
-    import mmpretrain
-    import mmseg
+def test_versions_match_the_stacks_pins():
+    """Every host is the version requirements/<stack>.txt pins, under that stack's names."""
     import torchvision
-    pins = _pins()
-    found = {
-        'torch': torch.__version__.split('+')[0],
-        'torchvision': torchvision.__version__.split('+')[0],
-        'mmcv': mmcv.__version__,
-        'mmengine': mmengine.__version__,
-        'mmdet': mmdet.__version__,
-        'mmsegmentation': mmseg.__version__,
-        'mmpretrain': mmpretrain.__version__,
-    }
-    assert found == {k: pins[k] for k in found}
+    found = {'torch': torch.__version__.split('+')[0],
+             'torchvision': torchvision.__version__.split('+')[0]}
+    for module, dists in DISTRIBUTIONS.items():
+        found[dists[STACK]] = importlib.import_module(module).__version__
+    pinned = pins()
+    mmcv_dist = mmcv_distribution()
+    if mmcv_dist == 'mmcv-lite':  # the upstream ops-free route: the same version, other name
+        pinned['mmcv'] = pinned['mmcv-lite']
+    assert found == {k: pinned[k] for k in found}
 
 
-def test_mmcv_ops_are_compiled_and_run():
-    """A compiled op (not a Python fallback) runs on CPU and gives the known answer."""
+def test_mmcv_ops_run_on_the_route_asked_for():
+    """mmcv.ops runs on the route `make` asked for (compiled ops, or mmposenc's PyTorch
+    kernels where mmcv has none) and gives the known answers on CPU."""
+    import importlib.util
+
     from mmcv.ops import nms, roi_align
-    from mmcv.utils import ext_loader
-    ext = ext_loader.load_ext('_ext', ['nms', 'roi_align_forward'])
-    assert hasattr(ext, 'nms')
+
+    from mmposenc.ops import mmcv_route
+    from mmposenc.ops.ext_finder import KERNELS_FILE
+    route = mmcv_route()
+    spec = importlib.util.find_spec('mmcv._ext')
+    assert (route == 'ops-free') == (spec.origin == KERNELS_FILE)
+    if EXPECTED_ROUTE:
+        assert route == EXPECTED_ROUTE
     boxes = torch.tensor([[0., 0., 10., 10.], [1., 1., 10., 10.], [20., 20., 30., 30.]])
     scores = torch.tensor([0.9, 0.8, 0.7])
     _, keep = nms(boxes, scores, iou_threshold=0.5)

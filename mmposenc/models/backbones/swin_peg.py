@@ -98,6 +98,8 @@ def _swin_block_sequence_cls():
     Importing mmpretrain's model package pulls in mmdet when it is installed,
     so it is not imported when :mod:`mmposenc.models` is.
     """
+    from mmposenc.utils.hosts import check_host
+    check_host('mmpretrain', 'SwinPEG')
     from mmpretrain.models.backbones.swin_transformer import SwinBlockSequence
     return SwinBlockSequence
 

@@ -3,6 +3,7 @@
 Not imported by :mod:`mmposenc.models`; configs load it with
 ``custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)``.
 """
+from .host import MMDET_VERSION  # first: one line where mmdet is missing or out of range
 from .encoder_pos import (PEG_ENCODERS, DeformableEncoderPosMixin, DetrEncoderPosMixin,
                           EncoderPosMixin, PEGEncoderMixin)
 from .exact_padding import ExactPaddingMixin
@@ -18,6 +19,7 @@ from .peg_mask2former import (PaddingAwareMask2FormerHead, PEGMSDeformAttnPixelD
                               PixelDecoderShapesMixin)
 
 __all__ = [
+    'MMDET_VERSION',
     'ExactPaddingMixin', 'EncoderPosMixin', 'DetrEncoderPosMixin', 'DeformableEncoderPosMixin',
     'PEGEncoderMixin', 'PEG_ENCODERS', 'PEGDETR', 'PEGDetrTransformerEncoder',
     'PEGDeformableDETR', 'PEGDeformableDetrTransformerEncoder', 'PEGConditionalDETR',
