@@ -87,10 +87,46 @@ def register_config_package() -> None:
         current = current.__wrapped__
     if not getattr(current, 'answers_mmposenc', False):
         config_module.get_installed_path = _mmposenc_aware(current)
+    # under the onedl-* fork, `mmseg::` bases: the hosts by module name, not upstream's names
+    register_fork_hosts()
     # a source checkout that was never installed has no .mim: read its configs/ instead
     register_source_checkout()
     # an mmposenc:: base is loaded as the same file by path: no _scope_='mmposenc' stamps
     register_base_scope()
+
+
+# ------------------------------------------------ host bases under the onedl-* fork
+# ``MODULE2PACKAGE`` maps a host's module to upstream's distribution (``'mmseg'`` ->
+# ``'mmsegmentation'``). In an environment of the onedl-* fork that distribution is
+# ``onedl-mmsegmentation``: onedl-mmengine 0.10.12 looks ``mmsegmentation`` up by distribution,
+# then as a module, finds neither, and refuses every ``mmseg::`` base as "not installed"
+# (``mmdet::`` works there only because module and upstream distribution share the name).
+
+
+def register_fork_hosts():
+    """Map each host whose upstream distribution is absent but whose module imports to its
+    module name, which both mmengines resolve (``find_spec``). Idempotent.
+
+    Returns:
+        list[str]: The modules remapped.
+    """
+    import importlib.metadata
+    import importlib.util
+
+    from mmengine.config import utils as config_utils
+    remapped = []
+    for module, dist in list(config_utils.MODULE2PACKAGE.items()):
+        if module == dist:
+            continue
+        try:
+            importlib.metadata.distribution(dist)
+            continue
+        except importlib.metadata.PackageNotFoundError:
+            pass
+        if importlib.util.find_spec(module) is not None:
+            config_utils.MODULE2PACKAGE[module] = module
+            remapped.append(module)
+    return remapped
 
 
 # ------------------------------------------------ a source checkout that was never installed

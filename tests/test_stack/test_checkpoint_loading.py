@@ -225,8 +225,11 @@ def test_users_own_safe_globals_survive_our_loads(tmp_path, torch_allowlist, mon
     monkeypatch.delenv(UNSAFE_LOAD_ENV, raising=False)
     path = str(tmp_path / 'numpy.pth')
     torch.save({'a': np.arange(3)}, path)
-    user = [np.ndarray, np.dtype, (np.core.multiarray._reconstruct,
-                                   'numpy.core.multiarray._reconstruct'),
+    # the array's own reconstructor, by the name its pickle uses (numpy.core.multiarray in
+    # numpy 1, numpy._core.multiarray in numpy 2)
+    reconstruct = np.arange(3).__reduce__()[0]
+    user = [np.ndarray, np.dtype,
+            (reconstruct, f'{reconstruct.__module__}.{reconstruct.__name__}'),
             type(np.dtype(np.int64))]
     add_safe_globals(user)
     before = set(get_safe_globals())

@@ -115,8 +115,12 @@ class ExactQueryPosDinoDecoder(DinoTransformerDecoder):
                 assert reference_points.shape[-1] == 2
                 scale = valid_ratios[:, None]
             reference_points_input = reference_points[:, :, None] * scale
-            # the one change: mmdet encodes reference_points_input[:, :, 0, :]
-            query_pos = self.ref_point_head(coordinate_to_encoding(reference_points))
+            # the one change: mmdet encodes reference_points_input[:, :, 0, :]. The sine's
+            # width is the host's: ref_point_head takes 4 x 128 channels in mmdet 3.3, 4 x
+            # embed_dims in onedl-mmdetection 3.5
+            num_feats = self.ref_point_head.layers[0].in_features // reference_points.shape[-1]
+            query_pos = self.ref_point_head(
+                coordinate_to_encoding(reference_points, num_feats=num_feats))
             query = layer(
                 query,
                 query_pos=query_pos,
