@@ -16,7 +16,7 @@ export MMPOSENC_STACK := $(STACK)
 export MMPOSENC_ROUTE := $(ROUTE)
 export MMPOSENC_VENV := $(abspath $(VENV))
 
-.PHONY: setup setup-docs demo test test-fast test-hosts test-gpu docs
+.PHONY: setup setup-docs demo test test-fast test-hosts test-gpu gpu-check docs
 setup:
 	bash tools/setup_env.sh
 
@@ -43,10 +43,15 @@ HOST_TESTS := tests/test_stack tests/test_ops tests/test_packaging/test_host_fam
 test-hosts: setup
 	$(PYTEST) $(HOST_TESTS)
 
-# On a machine with a CUDA GPU: tests/test_gpu and a train + predict step of every DETR-family
-# and Mask2Former config on CUDA, on the route chosen (run it once per route).
+# On a machine with a CUDA GPU: tests/test_gpu (CUDA paths against the CPU, AMP steps, a train
+# and a predict step of every DETR-family and Mask2Former config) and the route tests, on the
+# route chosen; gpu-check runs both routes (the compiled one needs the CUDA toolkit, nvcc).
 test-gpu: setup
 	$(PY) -m pytest tests/test_gpu tests/test_ops -v -rs
+
+gpu-check:
+	$(MAKE) test-gpu ROUTE=ops-free
+	$(MAKE) test-gpu ROUTE=compiled
 
 # The documentation site: Sphinx (requirements/docs.txt, installed only here) builds docs/ into
 # docs/_build/html with warnings as errors, then every internal link of the site is checked.

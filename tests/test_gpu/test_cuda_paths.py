@@ -1,8 +1,9 @@
 """GPU check (issue 15): the CUDA paths against the CPU path, and AMP train steps on CUDA.
 
-Run on a machine with a CUDA GPU and mmcv's CUDA ops (README, "GPU check")::
+Run on a machine with a CUDA GPU, once per mmcv route (``make gpu-check`` runs both)::
 
-    .venv/bin/python -m pytest tests/test_gpu -m cuda
+    make test-gpu                  # ops-free: mmposenc's PyTorch kernels behind mmcv.ops
+    make test-gpu ROUTE=compiled   # mmcv's CUDA ops, compiled (needs nvcc)
 
 Without CUDA (``torch.cuda.is_available()`` False) or with an mmcv built without its CUDA ops,
 every test skips with the reason. ``MMPOSENC_GPU_TEST_DEVICE`` (default ``cuda``) names the
@@ -41,8 +42,8 @@ from tiny_detr_cfgs import (build, deformable_detr_cfg, detr_cfg,  # noqa: E402
 pytestmark = pytest.mark.cuda
 
 DEVICE = os.environ.get('MMPOSENC_GPU_TEST_DEVICE', 'cuda')
-SETUP_HINT = ('build mmcv with its CUDA ops: `.venv/bin/python -m pip uninstall -y mmcv && '
-              'FORCE_CUDA=1 bash tools/setup_env.sh` (README, "GPU check")')
+SETUP_HINT = ('take the ops-free route (`make setup`: mmposenc\'s PyTorch kernels run on CUDA) '
+              'or build mmcv with its CUDA ops (`make setup ROUTE=compiled` with nvcc)')
 
 # float32 tolerances (TF32 off). MSDA: bilinear sampling in the kernel vs grid_sample, the
 # backward accumulating with atomicAdd in another order
