@@ -6,8 +6,8 @@ refuses ``mmposenc::<folder>/<file>.py`` unless ``mmposenc`` was registered with
 mmpretrain's ``tools/train.py`` and ``tools/test.py``, ``mim train``, ``DetInferencer``, ...)
 never import mmposenc before parsing. So mmposenc installs ``mmposenc-startup.pth`` into
 site-packages (a regular and an editable install alike); Python's :mod:`site` runs its one line
-when the interpreter starts, which imports this module and calls :func:`install` unless the
-environment variable ``MMPOSENC_NO_STARTUP_HOOK`` is set (to any non-empty value).
+when the interpreter starts, which imports this module and calls :func:`install` unless both
+``MMPOSENC_NO_STARTUP_HOOK`` and ``MMPOSENC_NO_TORCH_OPS`` are set (to any non-empty value).
 
 :func:`install` only puts a finder in front of :data:`sys.meta_path`: nothing is imported at
 startup (no mmengine, torch or mmposenc). The finder answers one module name, ``mmengine.config``,
@@ -21,12 +21,15 @@ config's ``custom_imports`` and the mmposenc registries' ``locations``.
 :func:`install` also puts the two finders of ``mmposenc/ops/ext_finder.py`` (loaded from its
 file, standard library only) on :data:`sys.meta_path`: where mmcv has no compiled ops
 (``mmcv-lite``, ``onedl-mmcv`` built without them), ``import mmcv.ops`` then runs on mmposenc's
-PyTorch kernels, in the hosts' own tools too (``MMPOSENC_NO_TORCH_OPS=1`` turns this part off).
+PyTorch kernels, in the hosts' own tools too. ``MMPOSENC_NO_TORCH_OPS=1`` turns this part off,
+``MMPOSENC_NO_STARTUP_HOOK=1`` the registration; with both set the ``.pth`` line imports
+nothing.
 
 The hook never breaks an interpreter: the ``.pth`` line swallows any error of this module, and
 a registration that fails (mmposenc half uninstalled) leaves mmengine as it is; the only trace
 is a warning when mmposenc's files are there but their registration raises.
 """
+import os
 import os.path as osp
 import sys
 
@@ -169,8 +172,10 @@ def install():
     Returns:
         bool: Whether a finder was added to :data:`sys.meta_path`.
     """
-    install_ext_finder()
+    install_ext_finder()  # off with MMPOSENC_NO_TORCH_OPS (ext_finder reads it)
     try:
+        if os.environ.get(ENV_OFF):
+            return False
         if TRIGGER in sys.modules:
             register_config_package()
             return False

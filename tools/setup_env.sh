@@ -17,7 +17,8 @@
 # holding torch+cpu must not shadow them); mmcv for the route; the hosts and test tools,
 # constrained to the stack's pins; openmim without its opendatalab requirement (see
 # upstream.txt); mmposenc in editable mode (setup.py links configs/, tools/, model-index.yml
-# into mmposenc/.mim). A stamp records the hash of the requirements, this script, setup.py and
+# into mmposenc/.mim). A stamp records the hash of the requirements, this script, setup.py, the
+# startup hook's .pth (site-packages holds a copy) and
 # the choices: when it matches and the stack imports on the right route, this returns in seconds.
 #
 # Also: MMPOSENC_CACHE (compiled wheels; default ~/.cache/mmposenc), PYTHON (default python3),
@@ -62,7 +63,7 @@ pins() { for n in "$@"; do pin "$n"; done; }
 version() { pin "$1" | cut -d= -f3; }
 
 STAMP=$VENV/.mmposenc-setup
-want_stamp=$( (cat "$PINS" "${BASH_SOURCE[0]}" "$ROOT/setup.py"; echo "$STACK $ROUTE") \
+want_stamp=$( (cat "$PINS" "${BASH_SOURCE[0]}" "$ROOT/setup.py" "$ROOT/mmposenc-startup.pth"; echo "$STACK $ROUTE") \
     | sha256sum | cut -c1-16)
 PY=$VENV/bin/python
 
@@ -86,7 +87,16 @@ EOF
 assert osp.samefile(pr.get_distribution('mmposenc').location, '$ROOT')" >/dev/null 2>&1
 }
 
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want_stamp" ] && check_stack; then
+# The compiled route: the mmcv installed was built for the key of this machine (torch build,
+# CUDA architectures of the GPUs in sight); an environment moved to another GPU is not up to
+# date.
+mmcv_key_matches() {
+    [ "$ROUTE" = ops-free ] && return 0
+    [ "$(cat "$VENV/.mmposenc-mmcv" 2>/dev/null)" = \
+      "$("$PY" "$ROOT/tools/misc/mmcv_build.py" key 2>/dev/null | cut -f1)" ]
+}
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want_stamp" ] && mmcv_key_matches && check_stack; then
     say "environment $VENV is up to date"
     exit 0
 fi

@@ -50,14 +50,55 @@ PACKAGE = 'mmposenc'
 PACKAGE_DIR = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
+def _fork_module(package):
+    """The host module whose upstream distribution is ``package`` where a fork provides the
+    module under another distribution, else None.
+
+    ``MODULE2PACKAGE`` maps a host's module to upstream's distribution (``'mmseg'`` ->
+    ``'mmsegmentation'``). Under the onedl-* fork that distribution is
+    ``onedl-mmsegmentation``: onedl-mmengine 0.10.12 looks ``mmsegmentation`` up as a
+    distribution, then as a module, finds neither and refuses every ``mmseg::`` base as "not
+    installed" (``mmdet::`` works only because its module and distribution share the name).
+    """
+    import importlib.util
+
+    from mmengine.config.utils import MODULE2PACKAGE
+    for module, dist in MODULE2PACKAGE.items():
+        if dist == package and module != package:
+            spec = importlib.util.find_spec(module)
+            if spec is not None and spec.origin is not None:
+                return module
+    return None
+
+
+def _fork_aware(is_installed):
+    """Wrap mmengine's ``is_installed``: a host distribution that only a fork provides
+    (:func:`_fork_module`) counts as installed."""
+
+    def is_installed_or_forked(package: str) -> bool:
+        return is_installed(package) or _fork_module(package) is not None
+
+    is_installed_or_forked.__wrapped__ = is_installed
+    is_installed_or_forked.answers_forks = True
+    return is_installed_or_forked
+
+
 def _mmposenc_aware(get_installed_path):
     """Wrap mmengine's ``get_installed_path`` so that ``'mmposenc'`` maps to
-    :data:`PACKAGE_DIR`; other packages go to ``get_installed_path`` unchanged."""
+    :data:`PACKAGE_DIR` and a host that only a fork provides to its module's folder
+    (:func:`_fork_module`); other packages go to ``get_installed_path`` unchanged."""
 
     def get_installed_path_with_mmposenc(package: str) -> str:
         if package == PACKAGE:
             return PACKAGE_DIR
-        return get_installed_path(package)
+        try:
+            return get_installed_path(package)
+        except Exception:
+            module = _fork_module(package)
+            if module is None:
+                raise
+            import importlib.util
+            return osp.dirname(importlib.util.find_spec(module).origin)
 
     get_installed_path_with_mmposenc.__wrapped__ = get_installed_path
     get_installed_path_with_mmposenc.answers_mmposenc = True
@@ -87,46 +128,13 @@ def register_config_package() -> None:
         current = current.__wrapped__
     if not getattr(current, 'answers_mmposenc', False):
         config_module.get_installed_path = _mmposenc_aware(current)
-    # under the onedl-* fork, `mmseg::` bases: the hosts by module name, not upstream's names
-    register_fork_hosts()
+    # under the onedl-* fork, `mmseg::` bases (see _fork_module)
+    if not getattr(config_module.is_installed, 'answers_forks', False):
+        config_module.is_installed = _fork_aware(config_module.is_installed)
     # a source checkout that was never installed has no .mim: read its configs/ instead
     register_source_checkout()
     # an mmposenc:: base is loaded as the same file by path: no _scope_='mmposenc' stamps
     register_base_scope()
-
-
-# ------------------------------------------------ host bases under the onedl-* fork
-# ``MODULE2PACKAGE`` maps a host's module to upstream's distribution (``'mmseg'`` ->
-# ``'mmsegmentation'``). In an environment of the onedl-* fork that distribution is
-# ``onedl-mmsegmentation``: onedl-mmengine 0.10.12 looks ``mmsegmentation`` up by distribution,
-# then as a module, finds neither, and refuses every ``mmseg::`` base as "not installed"
-# (``mmdet::`` works there only because module and upstream distribution share the name).
-
-
-def register_fork_hosts():
-    """Map each host whose upstream distribution is absent but whose module imports to its
-    module name, which both mmengines resolve (``find_spec``). Idempotent.
-
-    Returns:
-        list[str]: The modules remapped.
-    """
-    import importlib.metadata
-    import importlib.util
-
-    from mmengine.config import utils as config_utils
-    remapped = []
-    for module, dist in list(config_utils.MODULE2PACKAGE.items()):
-        if module == dist:
-            continue
-        try:
-            importlib.metadata.distribution(dist)
-            continue
-        except importlib.metadata.PackageNotFoundError:
-            pass
-        if importlib.util.find_spec(module) is not None:
-            config_utils.MODULE2PACKAGE[module] = module
-            remapped.append(module)
-    return remapped
 
 
 # ------------------------------------------------ a source checkout that was never installed

@@ -207,8 +207,8 @@ def test_import_with_only_torch_mmengine_mmcv(tmp_path):
     files, no PYTHONPATH."""
     dists = _closure(['numpy'] + _host_distributions(CORE_HOSTS))
     assert {'torch', _norm(mmcv_distribution())} <= dists
-    assert not dists & {_norm(d) for m in ('mmdet', 'mmseg', 'mmpretrain')
-                        for d in DISTRIBUTIONS[m].values()} | {'torchvision'}
+    assert not dists & ({_norm(d) for m in ('mmdet', 'mmseg', 'mmpretrain')
+                         for d in DISTRIBUTIONS[m].values()} | {'torchvision'})
     site = tmp_path / 'site-packages'
     site.mkdir()
     tops = set()

@@ -50,18 +50,23 @@ pytestmark = pytest.mark.xdist_group('wheel_environment')
 
 PTH = 'mmposenc-startup.pth'
 HOOK = '_mmposenc_startup'
+#: the hook's copy of mmposenc/ops/ext_finder.py (mmcv._ext where mmcv has no compiled ops)
+EXT_FINDER = '_mmposenc_ext_finder'
 OFF = 'MMPOSENC_NO_STARTUP_HOOK'
+OPS_OFF = 'MMPOSENC_NO_TORCH_OPS'
 REFUSED = 'AssertionError: mmengine does not support to load mmposenc config.'
 
 
 def _py(args, python=sys.executable, cwd=None, off=False, check=True, **extra):
     """``python -W ignore args`` in a fresh process, no PYTHONPATH, by default in an empty
     folder (``-c`` puts the working directory first on sys.path: in the repository its
-    mmposenc would shadow the install under test); ``off`` sets the switch."""
+    mmposenc would shadow the install under test); ``off`` sets both switches (the
+    registration's and the PyTorch kernels'): no hook at all."""
     env = _env(**extra)
     env.pop(OFF, None)
+    env.pop(OPS_OFF, None)
     if off:
-        env[OFF] = '1'
+        env[OFF] = env[OPS_OFF] = '1'
     if cwd is None:
         with tempfile.TemporaryDirectory() as empty:
             return _run([python, *QUIET, *args], cwd=empty, env=env, check=check)
@@ -159,14 +164,17 @@ def states(request, tmp_path_factory):
 
 
 def test_at_startup_the_hook_imports_itself_only(states):
-    """With the hook, `python -c ...` imports one module more than without (the hook's own,
-    from the source tree for the editable install) and puts one finder first; nothing of
-    mmengine, torch or mmposenc. The off switch leaves the interpreter as without the hook."""
+    """With the hook, `python -c ...` imports two modules more than without (the hook's own,
+    from the source tree for the editable install, and its copy of mmposenc's ext finder),
+    puts two finders first (mmengine.config's and mmcv.ops') and one last (mmcv._ext where no
+    compiled one is found); nothing of mmengine, torch or mmposenc. The off switch leaves the
+    interpreter as without the hook."""
     on, off = states('editable', True)['startup'], states('editable', False)['startup']
-    assert set(on['modules']) - set(off['modules']) == {HOOK}
+    assert set(on['modules']) - set(off['modules']) == {HOOK, EXT_FINDER}
     assert set(off['modules']) <= set(on['modules'])
     assert not [m for m in on['modules'] if m.split('.')[0] in ('mmengine', 'torch', 'mmposenc')]
-    assert on['finders'] == ['MMEngineConfigFinder'] + off['finders']
+    assert on['finders'] == (['MMEngineConfigFinder', 'MMCVOpsWatcher'] + off['finders']
+                             + ['TorchExtFinder'])
     assert on['hook'] == osp.join(REPO_ROOT, HOOK + '.py') and off['hook'] is None
 
 
@@ -183,7 +191,8 @@ def test_importing_mmengine_config_registers_mmposenc(states):
     assert not [m for m in on['new'] if m.split('.')[0] in ('mmposenc', 'torch')]
     assert on['loader'] == off['loader'] == 'SourceFileLoader'
     assert on['spec_loader_is_loader']
-    assert 'MMEngineConfigFinder' not in on['finders'] and on['finders'] == off['finders']
+    assert 'MMEngineConfigFinder' not in on['finders']
+    assert on['finders'] == ['MMCVOpsWatcher'] + off['finders'] + ['TorchExtFinder']
 
 
 def test_user_config_parses_without_importing_mmposenc_and_the_off_switch(states):
@@ -466,7 +475,7 @@ def test_wheel_install_startup_and_registration(wheel_environment, states):
     off switch leaves both as without the hook."""
     site_dir = wheel_environment['site']
     on, off = states('wheel', True), states('wheel', False)
-    assert set(on['startup']['modules']) - set(off['startup']['modules']) == {HOOK}
+    assert set(on['startup']['modules']) - set(off['startup']['modules']) == {HOOK, EXT_FINDER}
     assert on['startup']['hook'] == osp.join(site_dir, HOOK + '.py')
     assert on['after']['folder'] == osp.join(site_dir, 'mmposenc')
     assert not [m for m in on['after']['new'] if m.split('.')[0] in ('mmposenc', 'torch')]
