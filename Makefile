@@ -54,7 +54,8 @@ gpu-check:
 	$(MAKE) test-gpu ROUTE=compiled
 
 # The documentation site: Sphinx (requirements/docs.txt, installed only here) builds docs/ into
-# docs/_build/html with warnings as errors, then every internal link of the site is checked.
+# docs/_build/html with warnings as errors, then every internal link of the site is checked and
+# no page may show an unrendered {placeholder}.
 setup-docs:
 	bash tools/setup_docs.sh
 

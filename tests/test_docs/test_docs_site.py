@@ -1,7 +1,10 @@
 """The documentation site's generated pages and checks, without Sphinx (``make docs`` builds the
 site itself; these run in ``make test``): the model zoo lists every config of the metafiles, the
-API reference every registered class, every test a page cites exists, the internal-link checker
-finds broken links, and the README stays a landing page."""
+API reference every registered class, every test a page cites exists, the site checker finds
+broken links and unrendered placeholders, no page shows a placeholder (the built site where
+``make docs`` has built it), and the README and the site's index list every method."""
+import glob
+import os
 import os.path as osp
 import re
 import subprocess
@@ -10,13 +13,24 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
+from conftest import ON_CI, REPO_ROOT
 
 sys.path.insert(0, osp.join(REPO_ROOT, 'docs', '_ext'))
+sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'misc'))
+import check_docs_links  # noqa: E402
 import docgen  # noqa: E402
 
 DOCS = osp.join(REPO_ROOT, 'docs')
+SITE = osp.join(DOCS, '_build', 'html')
 CHECKER = osp.join(REPO_ROOT, 'tools', 'misc', 'check_docs_links.py')
+
+
+def _method_pages():
+    """The pages (under docs/) of the methods: one per paper in docs/methods/, and the guide of
+    the rotary encodings."""
+    papers = sorted(f'methods/{name}' for name in os.listdir(osp.join(DOCS, 'methods'))
+                    if name.endswith('.md') and name != 'index.md')
+    return papers + ['user_guides/rotary.md']
 
 
 def _metafile_configs():
@@ -97,7 +111,6 @@ def test_api_reference_refuses_a_registered_class_it_cannot_place(monkeypatch):
 
 
 def _doc_texts():
-    import glob
     texts = []
     for path in glob.glob(osp.join(DOCS, '**', '*.md'), recursive=True):
         if '_generated' not in path and '_build' not in path:
@@ -153,6 +166,98 @@ def test_link_checker_passes_a_good_site(tmp_path):
     assert res.returncode == 0, res.stderr
 
 
+def test_link_checker_finds_unrendered_placeholders(tmp_path):
+    """Placeholders in a page's text fail the check; braces in code, maths, scripts and styles,
+    and braces around what is not a Python expression, do not."""
+    site = _site(tmp_path, {
+        # the model zoo's intro before its string got its f prefix
+        'index.html': '<title>mmposenc</title><p>&#8220;reproduced here&#8221; is a run of the '
+                      'config itself ({n_rep} of {len(rows)} so far).</p>'
+                      '<pre>cfg = dict(a={name}, b={len(rows)})</pre>'
+                      '<p>run <code class="literal"><span class="pre">{folder}/{cfg!r}</span>'
+                      '</code> on the set {0, 1} or {a, b}</p>'
+                      '<span class="math notranslate">\\(\\frac{q_i}{k_j}\\)</span>'
+                      '<div class="math notranslate"><p>\\[\\mathrm{PE}_{x}\\]</p></div>'
+                      '<script>var s = {idx};</script><style>p {color: red}</style>',
+        'a/page.html': '<img class="math" src="../index.html"><h1>Epoch {epoch}</h1>'
+                       "<p>lr {cfg['lr']:.2f}</p>"})
+    res = subprocess.run([sys.executable, CHECKER, site], capture_output=True, text=True)
+    assert res.returncode == 1
+    found = [line.split(': unrendered')[0] for line in res.stderr.splitlines()]
+    assert found == ['a/page.html: {epoch}', "a/page.html: {cfg['lr']:.2f}",
+                     'index.html: {n_rep}', 'index.html: {len(rows)}']
+    assert '4 unrendered placeholders' in res.stdout
+
+
+@pytest.fixture(scope='module')
+def built_site():
+    """The site ``make docs`` built (docs/_build/html); skips where it is not built, fails under
+    CI, which builds it before the tests."""
+    if not osp.isfile(osp.join(SITE, 'index.html')):
+        msg = f'{SITE} not built (make docs builds it)'
+        if ON_CI:
+            pytest.fail(msg + ' -- under CI this is a failure, not a skip')
+        pytest.skip(msg)
+    return SITE
+
+
+def test_built_pages_render_every_placeholder(built_site):
+    pages = check_docs_links.parse_site(built_site)
+    assert len(pages) > 50
+    assert check_docs_links.check_placeholders(built_site) == [], \
+        'unrendered placeholders on the site (rebuild it with make docs if it is older than ' \
+        'the sources)'
+    # the model zoo's intro shows its counts
+    zoo = ' '.join(''.join(pages[osp.join(built_site, 'model_zoo.html')].text).split())
+    n_rep, n_rows = map(int, re.search(r'\((\d+) of (\d+) so far\)', zoo).groups())
+    assert n_rows == len(_metafile_configs()) and 0 <= n_rep <= n_rows
+
+
+def _prose(markdown):
+    """The text of a MyST page outside code, maths and role / directive names."""
+    text = re.sub(r'^(`{3,}|~{3,}|:{3,}).*?^\1[ \t]*$', '', markdown, flags=re.M | re.S)
+    text = re.sub(r'\{[\w:-]+\}(?=`)', '', text)  # {test}`...`, {py:class}`...`
+    text = re.sub(r'(`+).+?\1', '', text, flags=re.S)
+    return re.sub(r'\$\$.+?\$\$|\$[^$\n]+\$', '', text, flags=re.S)
+
+
+def test_pages_render_every_placeholder():
+    """Without Sphinx: the written pages, the model zoo and the config pages have no format
+    placeholder outside code and maths (the built site: the test above)."""
+    pages = {'model zoo': docgen.model_zoo_markdown(REPO_ROOT)}
+    for folder in docgen.config_folders(REPO_ROOT):
+        pages[f'configs/{folder}'] = docgen.config_readme_markdown(folder, REPO_ROOT)
+    for path in glob.glob(osp.join(DOCS, '**', '*.md'), recursive=True):
+        if '_generated' not in path and '_build' not in path:
+            with open(path, encoding='utf-8') as f:
+                pages[osp.relpath(path, DOCS)] = f.read()
+    assert len(pages) > 30
+    found = {name: check_docs_links.PLACEHOLDER.findall(_prose(text))
+             for name, text in pages.items()}
+    assert {name: phs for name, phs in found.items() if phs} == {}
+    assert re.search(r'\(\d+ of \d+ so far\)', pages['model zoo'])
+
+
+def _method_table_links(path):
+    """The pages (relative to docs/) that the last column of a page's method table links."""
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
+    links = re.findall(r'^\| .* \| \[[^\]]+\]\(([^)#\s]+\.md)\) \|$', text, re.M)
+    return [osp.relpath(osp.normpath(osp.join(osp.dirname(path), link)), DOCS)
+            for link in links]
+
+
+@pytest.mark.parametrize('page', ['index.md', 'methods/index.md'])
+def test_site_index_lists_every_method(page):
+    links = _method_table_links(osp.join(DOCS, page))
+    for method in _method_pages():
+        assert method in links, (page, method)
+    for link in links:
+        assert osp.isfile(osp.join(DOCS, link)), (page, link)
+    if page == 'index.md':  # the landing page's table has the methods only
+        assert sorted(links) == sorted(_method_pages())
+
+
 def test_readme_is_a_landing_page():
     with open(osp.join(REPO_ROOT, 'README.md'), encoding='utf-8') as f:
         text = f.read()
@@ -167,5 +272,6 @@ def test_readme_is_a_landing_page():
         path = target.split('#')[0]
         assert osp.exists(osp.join(REPO_ROOT, path)), target
     # one line per method, each linking its page
-    for method in ('cpvt', 'pervit', 'cape', 'sape2'):
-        assert f'](docs/methods/{method}.md)' in text
+    assert len(_method_pages()) >= 5
+    for page in _method_pages():
+        assert f'](docs/{page}) |' in text, page

@@ -1,12 +1,14 @@
 """What mmposenc's startup hook (``mmposenc-startup.pth``) costs an interpreter.
 
-Three measurements, each with the hook on and off (``MMPOSENC_NO_STARTUP_HOOK=1``) in the
-same environment, the runs of the two interleaved (on, off, on, off, ...):
+Three measurements, each with the hook on and off (``MMPOSENC_NO_STARTUP_HOOK=1`` and
+``MMPOSENC_NO_TORCH_OPS=1``) in the same environment, the runs of the two interleaved (on, off,
+on, off, ...):
 
 1. ``python -c pass``, ``--runs`` fresh interpreters each: median and mean wall time, and the
    mean of the paired differences with its standard error (every interpreter start pays this);
 2. ``python -X importtime -c pass``: what the hook imports at startup and its own import time
-   (``_mmposenc_startup`` should be the only extra module);
+   (``_mmposenc_startup`` should be the only extra module the import system logs; the hook
+   loads its copy of ``mmposenc/ops/ext_finder.py`` from the file);
 3. ``python -c 'import mmengine.config'``: the same paired timing, which includes the
    registration the hook runs once ``mmengine.config`` is loaded, and that registration
    timed alone in-process (``_mmposenc_startup.register_config_package()``).
@@ -27,6 +29,8 @@ import sys
 import time
 
 ENV_OFF = 'MMPOSENC_NO_STARTUP_HOOK'
+#: the hook's other half (mmcv._ext where mmcv has no compiled ops): off too for "hook off"
+OPS_OFF = 'MMPOSENC_NO_TORCH_OPS'
 
 
 def _env(hook):
@@ -34,9 +38,9 @@ def _env(hook):
     # install; an editable one writes it on first import), without it every start compiles
     # the module (~2 ms measured)
     env = {k: v for k, v in os.environ.items()
-           if k not in (ENV_OFF, 'PYTHONPATH', 'PYTHONDONTWRITEBYTECODE')}
+           if k not in (ENV_OFF, OPS_OFF, 'PYTHONPATH', 'PYTHONDONTWRITEBYTECODE')}
     if not hook:
-        env[ENV_OFF] = '1'
+        env[ENV_OFF] = env[OPS_OFF] = '1'
     return env
 
 
