@@ -45,32 +45,24 @@ MODULE_NAME = '_mmposenc_config_package'
 EXT_FINDER_NAME = '_mmposenc_ext_finder'
 
 
-def _package_file(*parts):
-    """A file of the installed mmposenc package, located without importing it, or None."""
-    import importlib.util
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = osp.join(list(spec.submodule_search_locations)[0], *parts)
-    return path if osp.isfile(path) else None
-
-
 def install_ext_finder():
-    """Install mmposenc's ``mmcv._ext`` finders (``mmposenc/ops/ext_finder.py``) without
-    importing mmposenc. Never raises.
+    """Install mmposenc's ``mmcv._ext`` finders (``mmposenc/ops/ext_finder.py``, beside this
+    module in a wheel and in the source tree alike) without importing mmposenc, nor anything
+    the interpreter has not loaded already (the file is loaded with the import system's own
+    frozen machinery). Never raises.
 
     Returns:
         bool: Whether they are installed.
     """
     try:
-        import importlib.util
-        path = _package_file('ops', 'ext_finder.py')
-        if path is None:
-            return False
+        path = osp.join(osp.dirname(osp.abspath(__file__)), PACKAGE, 'ops', 'ext_finder.py')
+        if not osp.isfile(path):
+            return False  # mmposenc is gone (the .pth left behind)
         module = sys.modules.get(EXT_FINDER_NAME)
         if module is None or getattr(module, '__file__', None) != path:
-            spec = importlib.util.spec_from_file_location(EXT_FINDER_NAME, path)
-            module = importlib.util.module_from_spec(spec)
+            machinery = sys.modules['_frozen_importlib_external']
+            spec = machinery.spec_from_file_location(EXT_FINDER_NAME, path)
+            module = sys.modules['_frozen_importlib'].module_from_spec(spec)
             spec.loader.exec_module(module)
             sys.modules[EXT_FINDER_NAME] = module
         return module.install()

@@ -1,6 +1,6 @@
 """Import hooks of the ops-free route: ``mmcv._ext`` from :mod:`mmposenc.ops.mmcv_ext` where mmcv
-has no compiled ops. Standard library only: the startup hook loads this file at interpreter
-start, before torch or mmcv.
+has no compiled ops. Imports nothing at module level that an interpreter has not loaded at
+start: the startup hook loads this file then, before torch or mmcv.
 
 Two finders on :data:`sys.meta_path`:
 
@@ -13,7 +13,6 @@ Two finders on :data:`sys.meta_path`:
 :class:`TorchExtFinder` first, so that the PyTorch kernels replace a compiled ``_ext`` too (to
 compare the routes in one environment).
 """
-import importlib.util
 import os
 import os.path as osp
 import sys
@@ -42,6 +41,7 @@ class TorchExtFinder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname != EXT_NAME or os.environ.get(ENV_OFF):
             return None
+        import importlib.util
         return importlib.util.spec_from_file_location(EXT_NAME, KERNELS_FILE)
 
 

@@ -96,9 +96,11 @@ def test_dino_alone_equals_batched(dino):
 def test_dino_fails_without_each_fix(fix, dino32, monkeypatch):
     """Without the query selection over the image's own tokens (787 of the 900 queries of the
     400 x 533 image are padded tokens of the batch), or with mmdet's query positions scaled
-    to the padded batch, the image's predictions differ from its own alone (measured: scores
-    1.2e-2 / 1.3e-3, boxes unmatched; the predictions alone are the same with and without
-    either fix, bit for bit)."""
+    to the padded batch, the image's predictions differ from its own alone beyond the bounds
+    the exact model meets by four orders of magnitude (measured with mmdet 3.3: scores
+    1.2e-2 / 1.3e-3, boxes unmatched; with onedl-mmdetection 3.5, whose decoder encodes the
+    boxes in 4 x 256 channels: scores 2.0e-4 / 2.2e-4, boxes 8.9e-4 px / unmatched; the
+    predictions alone are the same with and without either fix, bit for bit)."""
     from mmdet.models.detectors import DINO as MMDetDINO
     from mmdet.models.layers import DinoTransformerDecoder
 
@@ -110,4 +112,4 @@ def test_dino_fails_without_each_fix(fix, dino32, monkeypatch):
         monkeypatch.setattr(ExactQueryPosDinoDecoder, 'forward', DinoTransformerDecoder.forward)
     model, packed, alone = dino32  # float32: far beyond its rounding
     scores, boxes = alone_vs_batched(model, packed, alone=alone)
-    assert scores > 1e-3 and boxes > 1, (scores, boxes)
+    assert scores > SCORES or boxes > BOXES, (scores, boxes)

@@ -152,7 +152,11 @@ if EncoderDecoder is not None:
                 return super().forward(data, training)
             data = self.cast_data(data)
             inputs, data_samples = data['inputs'], data.get('data_samples', None)
-            if self.channel_conversion and inputs[0].size(0) == 3:
+            # mmseg 1.2 names it channel_conversion; onedl-mmsegmentation 1.4 (an
+            # ImgDataPreprocessor there) _channel_conversion
+            convert = getattr(self, 'channel_conversion',
+                              getattr(self, '_channel_conversion', False))
+            if convert and inputs[0].size(0) == 3:
                 inputs = [x[[2, 1, 0], ...] for x in inputs]
             inputs = [x.float() for x in inputs]
             if self._enable_normalize:
