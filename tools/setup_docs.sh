@@ -14,7 +14,7 @@ PY=$VENV/bin/python
 bash "$ROOT/tools/setup_env.sh"
 
 STAMP=$VENV/.mmposenc-docs-setup
-want=$(cat "$REQS" "${BASH_SOURCE[0]}" "$ROOT/requirements/pins.txt" | sha256sum | cut -c1-16)
+want=$(cat "$REQS" "${BASH_SOURCE[0]}" "$VENV/.mmposenc-constraints.txt" | sha256sum | cut -c1-16)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && \
         "$PY" -c "import sphinx, myst_parser, furo, sphinx_copybutton, mathjax" >/dev/null 2>&1; then
     echo "[setup-docs] documentation tools in $VENV are up to date"
