@@ -12,7 +12,9 @@ NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PY=${PYTHON:-$( [ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python)}
+# the interpreter: $PYTHON, else the active virtual environment's, else the repository's .venv
+PY=${PYTHON:-${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}}
+PY=${PY:-$( [ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python)}
 EXTRA=()
 if ! "$PY" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())'; then
     EXTRA=(--cfg-options env_cfg.dist_cfg.backend=gloo)

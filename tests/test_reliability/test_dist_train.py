@@ -17,6 +17,8 @@ the processes (``global_loss``), which is the loss over the whole batch ``2b``.
 The single-process run is the uninterrupted run of tests/test_reliability/test_resume.py
 (:func:`reliability_train_utils.single_run`, trained once for both).
 """
+import sys
+
 import pytest
 import torch
 
@@ -35,7 +37,7 @@ def test_two_process_gloo_training_matches_one_process(tmp_path_factory, tmp_pat
     dist_cfg = write_config(tmp_path, 'dist', data, batch_size=B, max_iters=N,
                             ckpt_interval=N)
     run(['bash', 'tools/dist_train.sh', dist_cfg, '2', '--work-dir', str(tmp_path / 'dist')],
-        tmp_path, env=dict(PORT=str(free_port())))
+        tmp_path, env=dict(PORT=str(free_port()), PYTHON=sys.executable))  # this stack's
 
     dist = read_scalars(tmp_path / 'dist', 'global_loss')
     single = read_scalars(single_dir, 'global_loss')
