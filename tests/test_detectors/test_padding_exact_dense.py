@@ -150,7 +150,32 @@ def predict(model, items):
 
 
 def by_score(instances):
-    return instances[instances.scores.argsort(descending=True)]
+    return instances[instances.scores.argsort(descending=True, stable=True)]
+
+
+def aligned(a, b, score_tol=1e-4):
+    """``b`` reordered to pair each detection of ``a`` (by descending score) with the unpaired
+    detection of ``b`` of the same label, a score within ``score_tol`` and the nearest box; None
+    where one has no partner.
+
+    "The same detections" are the same set: two detections whose scores differ by float
+    rounding (measured on AVX2 kernels: 0.74586499 / 0.74586445 alone, 0.74586517 /
+    0.74586439 batched, boxes 127 px apart) may come in either order, so matching by rank
+    alone would compare each with the other.
+    """
+    a, free = by_score(a), list(range(len(b)))
+    if len(a) != len(b):
+        return a, None
+    order = []
+    for i in range(len(a)):
+        cands = [j for j in free if b.labels[j] == a.labels[i]
+                 and abs(float(b.scores[j] - a.scores[i])) <= score_tol]
+        if not cands:
+            return a, None
+        j = min(cands, key=lambda j: float((b.bboxes[j] - a.bboxes[i]).abs().max()))
+        free.remove(j)
+        order.append(j)
+    return a, b[order]
 
 
 def set_distance(a, b):
@@ -163,16 +188,16 @@ def set_distance(a, b):
 
 def alone_vs_batched(model, items, batched=None):
     """Largest |score| and |box| (px) differences and number of differing mask pixels of the
-    detections (sorted by score), and the :func:`set_distance` of the RPN's proposals
-    (Mask R-CNN), alone vs batched (``batched``: ``predict(model, items)`` if already
-    computed); inf where the detections differ."""
+    detections (paired as sets, :func:`aligned`), and the :func:`set_distance` of the RPN's
+    proposals (Mask R-CNN), alone vs batched (``batched``: ``predict(model, items)`` if
+    already computed); inf where the detections differ."""
     batched, batched_proposals = batched or predict(model, items)
     scores = boxes = pixels = proposals = 0.
     for i in range(len(items)):
         alone, alone_proposals = predict(model, items[i:i + 1])
-        a, b = by_score(alone[0].pred_instances), by_score(batched[i].pred_instances)
+        a, b = aligned(alone[0].pred_instances, batched[i].pred_instances)
         assert len(a) > 0, 'no detections: nothing compared'
-        if len(a) != len(b) or not torch.equal(a.labels, b.labels):
+        if b is None:
             return float('inf'), float('inf'), float('inf'), float('inf')
         scores = max(scores, (a.scores - b.scores).abs().max().item())
         boxes = max(boxes, (a.bboxes - b.bboxes).abs().max().item())
@@ -239,7 +264,9 @@ def test_fails_without_each_part(packed, stock, path, missing):
         model, batched = build(narrowed(path, tuple(p for p in ALL if p != missing))), None
     scores, boxes, pixels, proposals = alone_vs_batched(model, packed, batched)
     print(path, missing, scores, boxes, pixels, proposals)
-    assert scores > 1e-3 or boxes > 0.1 or pixels > 0 or proposals > 0.1, (
+    # outside the bounds test_alone_equals_batched asserts (RetinaNet-PVT without MaskedFPN,
+    # as sets: scores 2.7e-5, boxes 0.031 px on AVX2 kernels)
+    assert scores > 1e-4 or boxes > 1e-2 or pixels > 0 or proposals > 1e-2, (
         scores, boxes, pixels, proposals)
 
 
