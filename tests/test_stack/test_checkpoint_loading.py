@@ -198,11 +198,13 @@ def test_loader_is_registered_for_local_paths(tmp_path):
 
 
 def test_allowlist_is_scoped_to_our_loader(runner_checkpoint):
-    """Loading through mmposenc leaves torch's allowlist as it was."""
+    """Loading through mmposenc leaves torch's allowlist as it was (a set in torch: its list's
+    order follows hashing, and changed after a load on torch 2.12, same entries)."""
     from torch.serialization import get_safe_globals
     before = list(get_safe_globals())
     _load_checkpoint(osp.join(runner_checkpoint, 'iter_2.pth'))
-    assert list(get_safe_globals()) == before
+    after = list(get_safe_globals())
+    assert len(after) == len(before) and set(after) == set(before)
     with pytest.raises(Exception, match='Weights only load failed'):
         torch.load(osp.join(runner_checkpoint, 'iter_2.pth'))
 
