@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from mmposenc.registry import MODELS
 from ..necks.masked_channel_mapper import masked_conv_module
 from ..utils.call_state import CallState
+from ..utils.stable_sort import StableSort
 from ..utils.padding_masks import (conv_padding_masks, masks_from_valid_shapes,
                                    valid_feature_shapes)
 from .exact_padding import ExactPaddingMixin, padded_batch
@@ -191,7 +192,8 @@ class PaddingExactDenseHeadMixin:
                         score_factors: Optional[List[Tensor]] = None,
                         batch_img_metas: Optional[List[dict]] = None, **kwargs):
         """mmdet's ``predict_by_feat`` on each image's own cells (the maps cropped to them:
-        the anchors of those cells only), one image at a time."""
+        the anchors of those cells only), one image at a time, its sorts breaking ties by
+        index (:class:`~mmposenc.models.utils.StableSort`)."""
         shapes = _HEAD_SHAPES.get(self)
         if shapes is None:
             return super().predict_by_feat(cls_scores, bbox_preds, score_factors,
@@ -202,8 +204,9 @@ class PaddingExactDenseHeadMixin:
             def crop(maps):
                 return None if maps is None else [
                     m[i:i + 1, ..., :v[i][0], :v[i][1]] for m, v in zip(maps, valid)]
-            results.extend(super().predict_by_feat(crop(cls_scores), crop(bbox_preds),
-                                                   crop(score_factors), [meta], **kwargs))
+            with StableSort():
+                results.extend(super().predict_by_feat(crop(cls_scores), crop(bbox_preds),
+                                                       crop(score_factors), [meta], **kwargs))
         return results
 
     def predict(self, x, batch_data_samples, rescale: bool = False):
