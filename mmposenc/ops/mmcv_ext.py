@@ -22,13 +22,6 @@ import sys
 
 import torch
 
-#: What :func:`route` reports for this module.
-ROUTE = 'ops-free'
-#: The kernels this module implements.
-SUPPORTED = ('nms', 'roi_align_forward', 'roi_align_backward', 'ms_deform_attn_forward',
-             'ms_deform_attn_backward', 'sigmoid_focal_loss_forward',
-             'sigmoid_focal_loss_backward', 'softmax_focal_loss_forward',
-             'softmax_focal_loss_backward', 'get_compiler_version', 'get_compiling_cuda_version')
 #: ``{mmcv.ops module: kernels it asked for that this module lacks}``, filled as mmcv loads.
 MISSING_BY_MODULE = {}
 _HOW_TO = ('install mmcv with compiled ops (mmposenc: make setup ROUTE=compiled; see '
@@ -151,7 +144,7 @@ def ms_deform_attn_backward(value, value_spatial_shapes, value_level_start_index
 
 
 # ----------------------------------------------------------------- sigmoid focal loss -------
-def _focal_terms(input, target, weight, gamma, alpha):
+def _focal_terms(input, target, weight):
     """(positive mask, p, log p, log(1 - p), per-row weight) as mmcv's CUDA kernel has them;
     ``target == num_classes`` is background."""
     p = input.sigmoid()
@@ -168,7 +161,7 @@ def _focal_terms(input, target, weight, gamma, alpha):
 
 def sigmoid_focal_loss_forward(input, target, weight, output, gamma, alpha):
     """Fills ``output`` (N, C) with the element-wise loss."""
-    pos, p, log_p, log_q, w = _focal_terms(input, target, weight, gamma, alpha)
+    pos, p, log_p, log_q, w = _focal_terms(input, target, weight)
     loss = torch.where(pos, -alpha * (1 - p).pow(gamma) * log_p,
                        -(1 - alpha) * p.pow(gamma) * log_q)
     output.copy_(loss if w is None else loss * w)
@@ -176,13 +169,13 @@ def sigmoid_focal_loss_forward(input, target, weight, output, gamma, alpha):
 
 def sigmoid_focal_loss_backward(input, target, weight, grad_input, gamma, alpha):
     """Fills ``grad_input`` (N, C) with d loss / d input (mmcv's CUDA kernel's formula)."""
-    pos, p, log_p, log_q, w = _focal_terms(input, target, weight, gamma, alpha)
+    pos, p, log_p, log_q, w = _focal_terms(input, target, weight)
     grad = torch.where(pos, -alpha * (1 - p).pow(gamma) * (1 - p - gamma * p * log_p),
                        -(1 - alpha) * p.pow(gamma) * (gamma * (1 - p) * log_q - p))
     grad_input.copy_(grad if w is None else grad * w)
 
 
-def _softmax_focal_terms(softmax, target, weight, gamma, alpha):
+def _softmax_focal_terms(softmax, target, weight):
     """(p of the target class, log p, per-row weight, valid rows); ``target < 0`` is ignored."""
     valid = target >= 0
     label = target.clamp(min=0)
@@ -194,7 +187,7 @@ def _softmax_focal_terms(softmax, target, weight, gamma, alpha):
 
 def softmax_focal_loss_forward(softmax, target, weight, output, gamma, alpha):
     """Fills ``output`` (N,) from the softmax probabilities."""
-    pred, log_p, w, valid = _softmax_focal_terms(softmax, target, weight, gamma, alpha)
+    pred, log_p, w, valid = _softmax_focal_terms(softmax, target, weight)
     loss = -alpha * (1 - pred).pow(gamma) * log_p
     loss = loss if w is None else loss * w
     output.copy_(torch.where(valid, loss, torch.zeros_like(loss)))
@@ -202,7 +195,7 @@ def softmax_focal_loss_forward(softmax, target, weight, output, gamma, alpha):
 
 def softmax_focal_loss_backward(softmax, target, weight, buff, grad_input, gamma, alpha):
     """Fills ``buff`` (N,) and ``grad_input`` (N, C) as mmcv's two CUDA kernels do."""
-    pred, log_p, w, valid = _softmax_focal_terms(softmax, target, weight, gamma, alpha)
+    pred, log_p, w, valid = _softmax_focal_terms(softmax, target, weight)
     b = alpha * (-(1 - pred).pow(gamma) + gamma * (1 - pred).pow(gamma - 1) * pred * log_p)
     b = torch.where(valid, b if w is None else b * w, torch.zeros_like(b))
     buff.copy_(b)

@@ -10,6 +10,7 @@ image. ``MMPOSENC_GPU_TEST_DEVICE=cpu`` runs the same on the CPU (a dry run of t
 import glob
 import os
 import os.path as osp
+import sys
 
 import pytest
 import torch
@@ -37,10 +38,14 @@ def device():
     return dev
 
 
-def _drop_pretrained(cfg):
-    for key in ('backbone', ):
-        if key in cfg.model and isinstance(cfg.model[key].get('init_cfg'), dict):
-            cfg.model[key].init_cfg = None
+def _drop_pretrained(model_cfg):
+    """tools/_runner_utils.drop_pretrained: every Pretrained init_cfg of the model removed."""
+    sys.path.insert(0, osp.join(REPO_ROOT, 'tools'))
+    try:
+        from _runner_utils import drop_pretrained
+    finally:
+        sys.path.pop(0)
+    drop_pretrained(model_cfg)
 
 
 def _batch(cfg):
@@ -72,7 +77,7 @@ def test_train_and_predict_step(path, device):
 
     from mmposenc.registry import MODELS
     cfg = Config.fromfile(osp.join(REPO_ROOT, path))
-    _drop_pretrained(cfg)
+    _drop_pretrained(cfg.model)
     init_default_scope(cfg.default_scope)
     torch.manual_seed(0)
     model = MODELS.build(cfg.model)
