@@ -10,17 +10,23 @@ asyncio task) sees only the values bound by its own calls.
 """
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any, Dict, Iterator
+
+#: Every :class:`CallState` of the package, by name, with the reason the value cannot be passed
+#: as an argument (the host signature that leaves no other way). ``docs/architecture.md`` lists
+#: them; ``tests/test_packaging/test_floor_plan.py`` checks that list against this one.
+CALL_STATES: Dict[str, str] = {}
 
 
 class CallState:
     """Values bound per module for the duration of a call, local to the running context.
 
     Args:
-        name (str): Name of the underlying context variable (for debugging).
+        name (str): Name of the underlying context variable (the key of :data:`CALL_STATES`).
+        why (str): Which host call leaves no argument to pass the value through.
 
     Examples:
-        >>> state = CallState('samples')
+        >>> state = CallState('doc_samples', why='example')
         >>> owner = object()
         >>> with state.bind(owner, [1, 2]):
         ...     print(state.get(owner))
@@ -29,7 +35,8 @@ class CallState:
         None
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, why: str = '') -> None:
+        CALL_STATES[name] = why
         self._var: ContextVar = ContextVar(name)
 
     def get(self, owner: Any, default: Any = None) -> Any:
