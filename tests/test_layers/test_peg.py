@@ -250,3 +250,25 @@ def test_bad_input_raises_naming_expected_value():
         peg(_tokens((4, 4), extra=1, c=6), (4, 4))
     with pytest.raises(ValueError, match=r'\(B, N, C\)'):
         peg(torch.zeros(2, C, 4, 4), (4, 4))
+
+
+@pytest.mark.parametrize('conv_type, layers', [
+    ('depthwise', ('dw', )), ('separable', ('dw', 'pw')), ('dense', ('dense', ))])
+def test_default_init_std_is_sqrt_2_over_fan_out_per_group(conv_type, layers):
+    """The official CPVT / Twins initialisation: N(0, sqrt(2 / fan_out)) with
+    fan_out = k * k * out_channels / groups, i.e. sqrt(2 / 9) for a 3x3 depthwise kernel
+    whatever C (not sqrt(2 / (9 C)), 16x smaller at C = 256), and zero biases."""
+    c, k = 256, 3
+    peg = PEG(c, kernel_size=k, conv_type=conv_type)
+    torch.manual_seed(0)
+    peg.init_weights()
+    convs = [m for m in peg.proj.modules() if isinstance(m, torch.nn.Conv2d)]
+    fan_out = {'dw': k * k, 'pw': c, 'dense': k * k * c}
+    assert len(convs) == len(layers)
+    for conv, kind in zip(convs, layers):
+        expected = (2.0 / fan_out[kind])**0.5
+        std = conv.weight.std().item()
+        # >= 2304 samples: the sample std is within 5% of the true one (> 3.4 sigma)
+        assert abs(std / expected - 1) < 0.05, (kind, std, expected)
+        assert abs(conv.weight.mean().item()) < 0.1 * expected
+        assert (conv.bias == 0).all()
