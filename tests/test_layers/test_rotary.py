@@ -46,26 +46,45 @@ def paper_mixed_rotate(x, freqs, hw, num_extra):
     return torch.cat((x[..., :num_extra, :].double(), rotated), dim=-2)
 
 
-def dinov3_rotate(x, hw, base, num_extra, shift=None, jitter=None, rescale=None):
+def dinov3_rotate(x, hw, base, num_extra, shift=None, jitter=None, rescale=None,
+                  dtype=torch.float64):
     """DINOv3's RoPE: cell centres to [-1, 1] per axis ('separate'), then + shift (per axis),
     * jitter (per axis), * rescale; angle 2 pi c / period with period_t = base^(2t / (d/2)),
-    rows first then columns, tiled twice; x * cos + rotate_half(x) * sin."""
+    rows first then columns, tiled twice; x * cos + rotate_half(x) * sin. Every step in
+    ``dtype``, one operation at a time in DINOv3's order (its ``pos_embed_rope_dtype``); the
+    patch tokens are cast to ``dtype`` and the result is in ``dtype``."""
     H, W = hw
     d = x.shape[-1]
-    ch = (torch.arange(H, dtype=torch.float64) + 0.5) / H
-    cw = (torch.arange(W, dtype=torch.float64) + 0.5) / W
-    c = torch.stack(torch.meshgrid(ch, cw, indexing='ij'), -1).flatten(0, 1) * 2 - 1  # (N, 2)
+    ch = torch.arange(0.5, H, dtype=dtype) / H
+    cw = torch.arange(0.5, W, dtype=dtype) / W
+    c = torch.stack(torch.meshgrid(ch, cw, indexing='ij'), -1).flatten(0, 1)  # (N, 2)
+    c = 2.0 * c - 1.0
     if shift is not None:
-        c = c + shift.double()
+        c = c + shift.to(dtype)
     if jitter is not None:
-        c = c * jitter.double()
+        c = c * jitter.to(dtype)
     if rescale is not None:
-        c = c * rescale.double()
-    periods = base**(2 * torch.arange(d // 4, dtype=torch.float64) / (d // 2))
+        c = c * rescale.to(dtype)
+    periods = base**(2 * torch.arange(d // 4, dtype=dtype) / (d // 2))
     ang = (2 * math.pi * c[:, :, None] / periods).flatten(1).tile(2)  # (N, d)
-    p = x[..., num_extra:, :].double()
+    p = x[..., num_extra:, :].to(dtype)
     half = torch.cat((-p[..., d // 2:], p[..., :d // 2]), -1)
-    return torch.cat((x[..., :num_extra, :].double(), p * ang.cos() + half * ang.sin()), -2)
+    return torch.cat((x[..., :num_extra, :].to(dtype), p * ang.cos() + half * ang.sin()), -2)
+
+
+def dinov3_draw(shift=None, jitter=None, rescale=None, dtype=torch.float32):
+    """One call's draws of DINOv3's RoPE module in training, in its order: shift (2), jitter
+    (2), rescale (1), each ``torch.empty(n, dtype).uniform_(...)`` (then ``exp``)."""
+    out = {}
+    if shift is not None:
+        out['shift'] = torch.empty(2, dtype=dtype).uniform_(-shift, shift)
+    if jitter is not None:
+        out['jitter'] = torch.empty(2, dtype=dtype).uniform_(-math.log(jitter),
+                                                             math.log(jitter)).exp()
+    if rescale is not None:
+        out['rescale'] = torch.empty(1, dtype=dtype).uniform_(-math.log(rescale),
+                                                              math.log(rescale)).exp()
+    return out
 
 
 # ------------------------------------------------------------------------ tests
@@ -136,23 +155,159 @@ def test_dinov3_eval_is_dinov3s(num_extra):
     assert torch.allclose(got.double(), dinov3_rotate(q, (5, 7), 100., num_extra), atol=1e-5)
 
 
-def test_dinov3_training_draws_are_dinov3s_and_shared_by_layers():
-    """shift U[-s, s] per axis, jitter and rescale log-uniform, in DINOv3's order and drawn
-    once per forward (layer 0), the same for every later layer."""
-    rope = DINOv3RoPE(32, num_heads=1, shift_coords=0.3, jitter_coords=1.5,
-                      rescale_coords=2.).train()
+AUG = dict(shift_coords=0.3, jitter_coords=1.5, rescale_coords=2.)
+AUG_DRAW = dict(shift=0.3, jitter=1.5, rescale=2.)
+
+
+def test_dinov3_training_draws_afresh_in_every_block():
+    """DINOv3 calls its RoPE module inside the block loop: in training every layer gets its
+    own draw (shift, jitter, rescale in that order, one call's draws after the other); in
+    eval every layer gets the same table."""
+    rope = DINOv3RoPE(32, num_heads=1, **AUG).train()
+    assert rope.train_draw == 'per_block' and rope.draw_per_layer
+    q = torch.randn(1, 1, 12, 32)
+    torch.manual_seed(7)
+    got = [rope.transform_qk(q, q, (3, 4), layer)[0] for layer in range(3)]
+    torch.manual_seed(7)
+    for layer in range(3):
+        ref = dinov3_rotate(q, (3, 4), 100., 0, **dinov3_draw(**AUG_DRAW))
+        assert torch.allclose(got[layer].double(), ref, atol=1e-5), layer
+    assert not torch.allclose(got[0], got[1], atol=1e-3)
+    assert not torch.allclose(got[1], got[2], atol=1e-3)
+    rope.eval()
+    assert not rope.draw_per_layer
+    tables = [rope.transform_qk(q, q, (3, 4), layer)[0] for layer in range(3)]
+    assert torch.equal(tables[0], tables[1]) and torch.equal(tables[0], tables[2])
+    assert torch.allclose(tables[0].double(), dinov3_rotate(q, (3, 4), 100., 0), atol=1e-5)
+
+
+def test_dinov3_per_forward_draw_is_shared_by_layers():
+    """train_draw='per_forward' (timm's port): one draw per forward, made at layer 0 and
+    seen by every later layer; the next forward draws again."""
+    rope = DINOv3RoPE(32, num_heads=1, train_draw='per_forward', **AUG).train()
+    assert not rope.draw_per_layer
     q = torch.randn(1, 1, 12, 32)
     torch.manual_seed(7)
     got0 = rope.transform_qk(q, q, (3, 4), 0)[0]
     got1 = rope.transform_qk(q, q, (3, 4), 1)[0]
-    torch.manual_seed(7)  # DINOv3's draws, in its order: shift (2), jitter (2), rescale (1)
-    shift = torch.empty(2).uniform_(-0.3, 0.3)
-    jitter = torch.empty(2).uniform_(-math.log(1.5), math.log(1.5)).exp()
-    rescale = torch.empty(1).uniform_(-math.log(2.), math.log(2.)).exp()
-    ref = dinov3_rotate(q, (3, 4), 100., 0, shift, jitter, rescale)
+    again = rope.transform_qk(q, q, (3, 4), 0)[0]  # a new forward
+    torch.manual_seed(7)
+    ref = dinov3_rotate(q, (3, 4), 100., 0, **dinov3_draw(**AUG_DRAW))
     assert torch.allclose(got0.double(), ref, atol=1e-5)
     assert torch.equal(got0, got1)
+    assert not torch.allclose(got0, again, atol=1e-3)
     assert not torch.allclose(got0, rope.eval().transform_qk(q, q, (3, 4), 0)[0], atol=1e-3)
+
+
+@pytest.mark.parametrize('train_draw', ['per_block', 'per_forward'])
+def test_dinov3_draws_in_pevit(train_draw):
+    """In a PEViT forward (no dropout), the layers' angle tables are DINOv3's draws one
+    after the other (per block) or one draw for all (per forward); identical in eval."""
+    from mmposenc.models.backbones import PEViT
+    arch = dict(embed_dims=32, num_layers=3, num_heads=2, feedforward_channels=64)
+    vit = PEViT(arch=arch, img_size=16, patch_size=4, pos_encoding=dict(
+        type='DINOv3RoPE', train_draw=train_draw, **AUG))
+    rope = vit.pos_encodings[0]
+    tables = []
+    angles = rope.angles
+
+    def record(*args, **kwargs):
+        tables.append(angles(*args, **kwargs))
+        return tables[-1]
+
+    rope.angles = record
+    x = torch.randn(2, 3, 12, 16)
+    torch.manual_seed(3)
+    vit.train()(x)
+    torch.manual_seed(3)
+    draws = [dinov3_draw(**AUG_DRAW) for _ in range(3 if train_draw == 'per_block' else 1)]
+    assert len(tables) == 3
+    q = torch.randn(1, 1, 12, 16)
+    for layer, table in enumerate(tables):
+        draw = draws[layer if train_draw == 'per_block' else 0]
+        assert torch.allclose(rope.rotate(q, table.detach()).double(),
+                              dinov3_rotate(q, (3, 4), 100., 0, **draw), atol=1e-5), layer
+    if train_draw == 'per_block':
+        assert not torch.allclose(tables[0], tables[1]) and not torch.allclose(tables[1],
+                                                                               tables[2])
+    else:
+        assert all(torch.equal(t, tables[0]) for t in tables)
+    tables.clear()
+    with torch.no_grad():
+        vit.eval()(x)
+    assert len(tables) == 3 and all(torch.equal(t, tables[0]) for t in tables)
+
+
+def test_draw_per_layer_is_false_for_deterministic_encodings():
+    for rope in (RoPEMixed(32, num_layers=2), RoPE2d(32), DINOv3RoPE(32, rescale_coords=None),
+                 DINOv3RoPE(32, train_draw='per_forward')):
+        assert not rope.train().draw_per_layer
+
+
+# -------------------------------------------------------------------- precision
+def test_dinov3_bf16_is_dinov3s_bf16_recipe():
+    """rope_dtype='bf16' computes the periods, coordinates, draws, angles, sin / cos and the
+    rotation in bf16 one operation at a time as DINOv3 does with pos_embed_rope_dtype='bf16':
+    bit-identical to the transcription, in eval and with per-block training draws."""
+    rope = DINOv3RoPE(128, num_heads=2, num_extra_tokens=1, rope_dtype='bf16', **AUG)
+    q = torch.randn(2, 2, 1 + 14 * 14, 64)
+    got = rope.eval().transform_qk(q, q, (14, 14), 0)[0]
+    assert got.dtype == torch.float32  # cast back to the queries' dtype
+    ref = dinov3_rotate(q, (14, 14), 100., 1, dtype=torch.bfloat16).float()
+    assert torch.equal(got, ref)
+    rope.train()
+    torch.manual_seed(11)
+    got = [rope.transform_qk(q, q, (14, 14), layer)[0] for layer in range(2)]
+    torch.manual_seed(11)
+    for layer in range(2):
+        draw = dinov3_draw(**AUG_DRAW, dtype=torch.bfloat16)
+        ref = dinov3_rotate(q, (14, 14), 100., 1, dtype=torch.bfloat16, **draw).float()
+        assert torch.equal(got[layer], ref), layer
+
+
+#: bf16 RoPE against float32 (docs/user_guides/rotary.md): sin / cos of a 14 x 14 grid at
+#: head_dims 128 differ by up to 3.5e-2 in eval (angles up to 2 pi carry bf16's 2^-8 relative
+#: rounding) and up to ~7e-2 in training with rescale_coords=2 (angles up to 4 pi)
+BF16_TABLE_ERR = dict(eval=4e-2, train=8e-2)
+
+
+@pytest.mark.parametrize('mode', ['eval', 'train'])
+def test_dinov3_bf16_against_float32_within_documented_difference(mode):
+    f32 = DINOv3RoPE(128, num_heads=1)
+    b16 = DINOv3RoPE(128, num_heads=1, rope_dtype=torch.bfloat16)  # a torch dtype works too
+    assert b16.rope_dtype == 'bf16'
+    worst = 0.
+    for seed in range(10 if mode == 'train' else 1):
+        torch.manual_seed(seed)
+        a32 = getattr(f32, mode)().angles((14, 14), 0)
+        torch.manual_seed(seed)
+        a16 = getattr(b16, mode)().angles((14, 14), 0)
+        assert a32.dtype == torch.float32 and a16.dtype == torch.bfloat16
+        worst = max(worst, (a32.cos() - a16.cos().float()).abs().max().item(),
+                    (a32.sin() - a16.sin().float()).abs().max().item())
+    assert 4e-3 < worst <= BF16_TABLE_ERR[mode]  # bf16 does act, within the documented bound
+
+
+def test_rope2d_rotates_bf16_queries_in_float32():
+    """RoPE2d rotates bf16 queries in float32 and casts back (RoPE-ViT's recipe): the
+    result is the float32 rotation of the same queries, rounded once to bf16."""
+    torch.manual_seed(0)
+    rope = RoPE2d(64 * 4, num_heads=4, num_extra_tokens=1)
+    q = (torch.randn(2, 4, 1 + 32 * 32, 64) * 3).bfloat16()
+    got = rope.transform_qk(q, q, (32, 32), 0)[0]
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, rope.transform_qk(q.float(), q.float(), (32, 32), 0)[0].bfloat16())
+    # RoPE-ViT: float32 complex product with exp(i angles), cast back
+    H = W = 32
+    n = torch.arange(H * W, dtype=torch.float64)
+    freqs = 100.**(-torch.arange(16, dtype=torch.float64) / 16)
+    theta = torch.cat(((n % W)[:, None] * freqs, (n // W)[:, None] * freqs), -1)
+    qc = torch.view_as_complex(q[..., 1:, :].float().reshape(2, 4, H * W, 32, 2))
+    ref = torch.view_as_real(qc * torch.polar(torch.ones_like(theta), theta).cfloat())
+    ref = ref.flatten(-2)
+    # one rounding to bf16 (half an ulp, 2^-8 relative) beyond float32 angle rounding; the
+    # bf16 products of the former implementation missed this by up to an ulp (0.0625 at 8)
+    assert ((got[..., 1:, :].float() - ref).abs() <= 2.**-8 * ref.abs() + 1e-4).all()
 
 
 def test_dinov3_coordinates_are_each_images_own():
@@ -165,7 +320,8 @@ def test_dinov3_coordinates_are_each_images_own():
     assert torch.allclose(batched[0], rope.angles((4, 6), 0).view(4, 6, -1))
 
 
-@pytest.mark.parametrize('cls,kwargs', [(RoPEMixed, dict(num_layers=1)), (DINOv3RoPE, {})])
+@pytest.mark.parametrize('cls,kwargs', [(RoPEMixed, dict(num_layers=1)), (DINOv3RoPE, {}),
+                                        (RoPE2d, {})])
 def test_angles_are_float32_under_bf16_autocast(cls, kwargs):
     """bf16 has 8 mantissa bits: x * f at x ~ 60 computed in bf16 is off by up to ~0.25 rad.
     The angles stay float32 and the rotation of bf16 queries is as exact as the output dtype
@@ -184,6 +340,9 @@ def test_angles_are_float32_under_bf16_autocast(cls, kwargs):
     assert rotated.dtype == torch.bfloat16
     if cls is RoPEMixed:  # float64 references, independent of the implementation
         exact = paper_mixed_rotate(q.float(), rope.freqs[:, 0].detach(), hw, 0)
+    elif cls is RoPE2d:  # RoPE-Mixed without rotation at theta 100 is RoPE-Axial
+        exact = paper_mixed_rotate(q.float(), RoPEMixed(16, theta=100., rotate=False).freqs[
+            :, 0].detach(), hw, 0)
     else:
         exact = dinov3_rotate(q.float(), hw, 100., 0)
     err = (rotated.double() - exact).abs().max()

@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 
 from mmposenc.registry import MODELS
+from ..grid import position_grid
 from .base import BasePositionEncoding
 
 
@@ -18,9 +19,8 @@ def clipped_relative_index(hw_shape: Sequence[int], max_distance: int,
         Tensor: long (H*W, H*W).
     """
     H, W = int(hw_shape[0]), int(hw_shape[1])
-    y, x = torch.meshgrid(torch.arange(H, device=device), torch.arange(W, device=device),
-                          indexing='ij')
-    y, x = y.reshape(-1), x.reshape(-1)
+    grid = position_grid((H, W), device=device, dtype=torch.long)
+    x, y = grid[:, 0], grid[:, 1]
     K = max_distance
     dy = (y[None, :] - y[:, None]).clamp(-K, K) + K
     dx = (x[None, :] - x[:, None]).clamp(-K, K) + K

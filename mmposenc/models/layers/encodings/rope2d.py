@@ -1,14 +1,34 @@
 """Axial 2D rotary position embedding (RoPE) of queries and keys."""
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import torch
+from torch import Tensor
 
 from mmposenc.registry import MODELS
-from .base import BasePositionEncoding
+from ..grid import position_grid
+from .rotary import RotaryPositionEncoding, apply_rotary_pairs
+
+#: the rotation of RoPE2d (kept under its former name)
+apply_rotary = apply_rotary_pairs
+
+
+def axial_freqs(head_dims: int, theta: float = 100., device=None,
+                dtype=torch.float32) -> Tensor:
+    """The ``d/4`` frequencies ``theta^(-k / (d/4))``, ``k < d/4``, of the axial 2D RoPE."""
+    if head_dims % 4:
+        raise ValueError(f'head_dims must be divisible by 4 for 2D RoPE, got {head_dims}')
+    n = head_dims // 4
+    return 1. / theta**(torch.arange(n, device=device, dtype=dtype) / n)
+
+
+def axial_angles(coords: Tensor, freqs: Tensor) -> Tensor:
+    """Angles ``(..., N, d/2)`` of coordinates ``(..., N, 2)`` as (x, y): the first half of
+    the channel pairs rotates with ``x``, the second half with ``y``."""
+    return torch.cat((coords[..., 0:1] * freqs, coords[..., 1:2] * freqs), dim=-1)
 
 
 def build_rope2d_angles(hw_shape: Sequence[int], head_dims: int, theta: float = 100.,
-                        device=None, dtype=torch.float32) -> torch.Tensor:
+                        device=None, dtype=torch.float32) -> Tensor:
     """Rotation angles of the axial 2D RoPE.
 
     The first half of the channel pairs rotates with the column ``x``, the second half
@@ -17,32 +37,20 @@ def build_rope2d_angles(hw_shape: Sequence[int], head_dims: int, theta: float = 
     Returns:
         Tensor: (H*W, head_dims // 2), one angle per channel pair, row-major grid order.
     """
-    if head_dims % 4:
-        raise ValueError(f'head_dims must be divisible by 4 for 2D RoPE, got {head_dims}')
-    H, W = hw_shape[0], hw_shape[1]  # not int(): traced sizes stay symbolic (ONNX)
-    n = head_dims // 4
-    freqs = 1. / theta**(torch.arange(n, device=device, dtype=dtype) / n)
-    y, x = torch.meshgrid(torch.arange(H, device=device, dtype=dtype),
-                          torch.arange(W, device=device, dtype=dtype), indexing='ij')
-    return torch.cat((x.reshape(-1, 1) * freqs, y.reshape(-1, 1) * freqs), dim=1)
-
-
-def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate consecutive channel pairs ``(x[2i], x[2i+1])`` of ``x`` (..., N, d) by
-    ``angles`` (N, d/2)."""
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    freqs = axial_freqs(head_dims, theta, device, dtype)
+    return axial_angles(position_grid(hw_shape, device=device, dtype=dtype), freqs)
 
 
 @MODELS.register_module()
-class RoPE2d(BasePositionEncoding):
+class RoPE2d(RotaryPositionEncoding):
     """Axial 2D rotary position embedding (`RoPE for ViT
     <https://arxiv.org/abs/2403.13298>`_, RoPE-Axial).
 
     Queries and keys of the patch tokens are rotated by angles linear in their column and
     row, so ``q_i . k_j`` depends on the patches only through ``(x_j - x_i, y_j - y_i)``.
-    The extra tokens are not rotated. No parameters.
+    Channels pair up as interleaved ``(2t, 2t+1)`` (RoPE-ViT's complex view); the angles and
+    the rotation are computed in float32 and the result cast back to the queries' dtype, as
+    RoPE-ViT's code does. The extra tokens are not rotated. No parameters.
 
     Args:
         embed_dims (int): Token channels.
@@ -51,6 +59,7 @@ class RoPE2d(BasePositionEncoding):
         num_layers (int): Unused (interface). Defaults to 1.
         num_extra_tokens (int): Leading extra tokens. Defaults to 0.
         theta (float): Frequency base. Defaults to 100 (the paper's axial setting).
+        cache_size (int): See :class:`RotaryPositionEncoding`. Defaults to 64.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 
     Examples:
@@ -61,29 +70,29 @@ class RoPE2d(BasePositionEncoding):
         [torch.Size([1, 2, 12, 16]), torch.Size([1, 2, 12, 16])]
     """
 
-    hooks = ('transform_qk', )
-
     def __init__(self,
                  embed_dims: int,
                  num_heads: int = 1,
                  num_layers: int = 1,
                  num_extra_tokens: int = 0,
                  theta: float = 100.,
+                 cache_size: int = 64,
                  init_cfg: Optional[dict] = None):
-        super().__init__(embed_dims, num_heads, num_layers, num_extra_tokens, init_cfg)
-        if self.head_dims % 4:
-            raise ValueError('embed_dims / num_heads must be divisible by 4 for RoPE2d, '
-                             f'got {embed_dims} / {num_heads}')
+        super().__init__(embed_dims, num_heads, num_layers, num_extra_tokens, cache_size,
+                         init_cfg)
         self.theta = float(theta)
 
-    def transform_qk(self, q: torch.Tensor, k: torch.Tensor, hw_shape: Sequence[int],
-                     layer_idx: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        self.check_grid(q, hw_shape)
-        angles = build_rope2d_angles(hw_shape, self.head_dims, self.theta, q.device)
-        e = self.num_extra_tokens
-        q = torch.cat((q[..., :e, :], apply_rotary(q[..., e:, :], angles)), dim=-2)
-        k = torch.cat((k[..., :e, :], apply_rotary(k[..., e:, :], angles)), dim=-2)
-        return q, k
+    def grid_coords(self, hw_shape, valid_hw=None, device=None) -> Tensor:
+        """Patch indices (x, y) from the top-left corner (a padded image's own)."""
+        return position_grid(hw_shape, device=device)[None]
+
+    def angles_of(self, coords: Tensor, layer_idx: int) -> Tensor:
+        """(1, 1, H*W, d/2): :func:`axial_angles` at :func:`axial_freqs`."""
+        freqs = axial_freqs(self.head_dims, self.theta, coords.device)
+        return axial_angles(coords.float(), freqs)[:, None]
+
+    def rotate(self, x: Tensor, angles: Tensor) -> Tensor:
+        return apply_rotary_pairs(x, angles)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f', theta={self.theta}'

@@ -1,22 +1,28 @@
-"""DINOv3-style RoPE: axial rotary embedding of coordinates normalised to [-1, 1], with
-training-time shift, jitter and rescale of the coordinates."""
+"""DINOv3's RoPE: axial rotary embedding of coordinates normalised to [-1, 1], with
+training-time shift, jitter and rescale of the coordinates drawn afresh in every block."""
 import math
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from mmposenc.registry import MODELS
+from ..grid import position_grid
 from .rotary import RotaryPositionEncoding, apply_rotary_half, log_uniform_
 
 NORMALIZE_MODES = ('separate', 'max', 'min')
+TRAIN_DRAWS = ('per_block', 'per_forward')
+#: DINOv3's names of the RoPE dtypes (``pos_embed_rope_dtype``)
+ROPE_DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
 def dinov3_periods(head_dims: int, base: Optional[float] = 100.,
                    min_period: Optional[float] = None,
-                   max_period: Optional[float] = None) -> Tensor:
+                   max_period: Optional[float] = None,
+                   dtype: torch.dtype = torch.float32) -> Tensor:
     """The ``d/4`` periods of DINOv3's RoPE: ``base^(k / (d/4))``, ``k < d/4``, or
-    geometrically spaced from ``min_period`` to ``max_period`` (float32)."""
+    geometrically spaced from ``min_period`` to ``max_period``, computed in ``dtype``
+    (float32)."""
     n = head_dims // 4
     both = min_period is not None and max_period is not None
     if (base is None and not both) or (base is not None and
@@ -24,27 +30,20 @@ def dinov3_periods(head_dims: int, base: Optional[float] = 100.,
         raise ValueError('give either base or both min_period and max_period, got '
                          f'base={base}, min_period={min_period}, max_period={max_period}')
     if base is not None:
-        return base**(torch.arange(n, dtype=torch.float32) / n)
+        return base**(torch.arange(n, dtype=dtype) / n)
     ratio = max_period / min_period
-    return ratio**torch.linspace(0, 1, n) / ratio * max_period
+    return ratio**torch.linspace(0, 1, n, dtype=dtype) / ratio * max_period
 
 
-def normalized_coords(hw_shape: Sequence, valid_hw: Optional[Tensor] = None,
-                      normalize: str = 'separate', device=None) -> Tensor:
-    """Cell centres mapped to ``[-1, 1]`` over each image's own extent, float32 ``(B or 1,
-    H*W, 2)`` as (x, y).
-
-    ``'separate'`` divides rows by the image's height and columns by its width; ``'max'`` /
-    ``'min'`` divide both by the larger / smaller side. ``valid_hw`` (B, 2) gives each
-    image's rows and columns in a padded batch (the padded cells get coordinates beyond 1,
-    which masked keys never show); None uses the whole grid.
-    """
-    H, W = hw_shape[0], hw_shape[1]
-    ys = torch.arange(H, device=device, dtype=torch.float32) + 0.5
-    xs = torch.arange(W, device=device, dtype=torch.float32) + 0.5
+def image_extents(hw_shape: Sequence, valid_hw: Optional[Tensor] = None,
+                  normalize: str = 'separate', device=None) -> Tensor:
+    """The extents (rows, columns) ``(B or 1, 2)`` that DINOv3 normalises each image's cell
+    centres over: its own height and width (``'separate'``), or its larger / smaller side
+    for both (``'max'`` / ``'min'``). ``valid_hw`` (B, 2) gives each image's rows and columns
+    in a padded batch; None uses the whole grid. Float32, traceable."""
     if valid_hw is None:
-        h = torch.full((1, 1), 1., device=device) * H
-        w = torch.full((1, 1), 1., device=device) * W
+        h = torch.full((1, 1), 1., device=device) * hw_shape[0]
+        w = torch.full((1, 1), 1., device=device) * hw_shape[1]
     else:
         h, w = valid_hw[:, 0:1].float(), valid_hw[:, 1:2].float()
     if normalize == 'max':
@@ -53,12 +52,7 @@ def normalized_coords(hw_shape: Sequence, valid_hw: Optional[Tensor] = None,
         h = w = torch.minimum(h, w)
     elif normalize != 'separate':
         raise ValueError(f'normalize_coords must be one of {NORMALIZE_MODES}, got {normalize!r}')
-    cy = 2 * ys[None] / h - 1  # (B, H)
-    cx = 2 * xs[None] / w - 1  # (B, W)
-    B = cy.shape[0]
-    grid_y = cy[:, :, None].expand(B, cy.shape[1], cx.shape[1])
-    grid_x = cx[:, None, :].expand(B, cy.shape[1], cx.shape[1])
-    return torch.stack((grid_x.reshape(B, -1), grid_y.reshape(B, -1)), dim=-1)
+    return torch.cat((h, w), dim=1)
 
 
 @MODELS.register_module()
@@ -66,25 +60,38 @@ class DINOv3RoPE(RotaryPositionEncoding):
     """The rotary position embedding of `DINOv3 <https://arxiv.org/abs/2508.10104>`_
     (``RopePositionEmbedding`` of facebookresearch/dinov3): axial RoPE on coordinates
     normalised to ``[-1, 1]``, with random shift, jitter and rescale of the coordinates in
-    training.
+    training, drawn afresh in every block as DINOv3 does.
 
     Each patch's centre is mapped to ``[-1, 1]`` per axis over its image's own extent
     (``normalize_coords='separate'``; ``'max'`` / ``'min'`` divide by one side), so an image
-    in a padded batch gets the coordinates it has alone. In training, once per forward and for
-    the whole batch (as DINOv3): a shift ``U[-shift, shift]`` per axis is added, then the
-    coordinates are multiplied by a jitter ``log-U[1/jitter, jitter]`` per axis and by one
-    rescale ``log-U[1/rescale, rescale]`` (each only when set). The angle of channel pair
-    ``t`` is ``2 pi c / period_t`` with ``period_t = base^(t / (d/4))``: the first ``d/4``
-    pairs rotate with the row coordinate, the last ``d/4`` with the column (DINOv3's order),
-    and channels ``i`` and ``i + d/2`` form a pair (DINOv3's rotate-half layout). No learnt
-    parameters; the class token is not rotated. CAPE's augmentation (shift, scale) on a rotary
-    carrier.
+    in a padded batch gets the coordinates it has alone. In training, for the whole batch: a
+    shift ``U[-shift, shift]`` per axis is added, then the coordinates are multiplied by a
+    jitter ``log-U[1/jitter, jitter]`` per axis and by one rescale ``log-U[1/rescale,
+    rescale]`` (each only when set, drawn in that order). DINOv3 calls its RoPE module inside
+    the block loop, so every block sees its own draw (``train_draw='per_block'``, the
+    default: every :meth:`angles` call draws, and :attr:`draw_per_layer` tells callers that
+    precompute the angles of all layers to call it per layer); timm's port computes the
+    table once per forward and shares it by all blocks (``train_draw='per_forward'``). In
+    eval there is no draw and every block gets the same table.
+
+    The angle of channel pair ``t`` is ``2 pi c / period_t`` with ``period_t = base^(t /
+    (d/4))``: the first ``d/4`` pairs rotate with the row coordinate, the last ``d/4`` with
+    the column (DINOv3's order), and channels ``i`` and ``i + d/2`` form a pair (DINOv3's
+    rotate-half layout). ``rope_dtype`` is DINOv3's ``pos_embed_rope_dtype``: with
+    ``'fp32'`` (the default; DINOv3's ViT-7B recipes and released hub backbones) the periods,
+    coordinates, draws, angles, sines and cosines and the rotation are float32; with
+    ``'bf16'`` (DINOv3's default config and its ViT-L distillation recipe) they are all bf16,
+    op by op as DINOv3 computes them, and the rotated queries and keys are cast back to
+    their dtype. bf16 sines and cosines differ from float32 by up to ~3e-2 (angles of a few
+    radians carry bf16's 2^-8 relative rounding; see ``docs/user_guides/rotary.md``). No
+    learnt parameters; the class token is not rotated. CAPE's augmentation (shift, scale) on
+    a rotary carrier.
 
     Args:
         embed_dims (int): Token channels.
         num_heads (int): Attention heads; ``embed_dims / num_heads`` divisible by 4.
             Defaults to 1.
-        num_layers (int): Unused (all layers share the angles). Defaults to 1.
+        num_layers (int): Unused (all layers share the periods). Defaults to 1.
         num_extra_tokens (int): Leading tokens left unrotated. Defaults to 0.
         base (float, optional): Period base. Defaults to 100 (DINOv3).
         min_period (float, optional): With ``max_period`` instead of ``base``.
@@ -97,6 +104,16 @@ class DINOv3RoPE(RotaryPositionEncoding):
         rescale_coords (float, optional): Training global scale bound (> 1). Defaults to 2
             (DINOv3's ViT-7B pre-training and ViT-L distillation recipes; the module's own
             default there is None).
+        train_draw (str): When the training augmentation is drawn:
+
+            - ``'per_block'``: a new draw at every call of :meth:`angles`, i.e. in every
+              block (DINOv3);
+            - ``'per_forward'``: one draw per forward of the model, shared by all its
+              blocks (timm's ``RotaryEmbeddingDinoV3``).
+
+            Defaults to ``'per_block'``.
+        rope_dtype (str): ``'fp32'``, ``'bf16'`` or ``'fp16'``: the dtype the whole RoPE is
+            computed in (DINOv3's ``pos_embed_rope_dtype``). Defaults to ``'fp32'``.
         cache_size (int): See :class:`RotaryPositionEncoding`. Defaults to 64.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 
@@ -106,6 +123,8 @@ class DINOv3RoPE(RotaryPositionEncoding):
         >>> q = k = torch.rand(1, 2, 1 + 12, 16)
         >>> [t.shape for t in rope.transform_qk(q, k, (3, 4), layer_idx=0)]
         [torch.Size([1, 2, 13, 16]), torch.Size([1, 2, 13, 16])]
+        >>> rope.train().draw_per_layer  # rescale_coords=2: a new draw in every block
+        True
     """
 
     angle_sources = ('periods', )
@@ -122,6 +141,8 @@ class DINOv3RoPE(RotaryPositionEncoding):
                  shift_coords: Optional[float] = None,
                  jitter_coords: Optional[float] = None,
                  rescale_coords: Optional[float] = 2.,
+                 train_draw: str = 'per_block',
+                 rope_dtype: Union[str, torch.dtype] = 'fp32',
                  cache_size: int = 64,
                  init_cfg: Optional[dict] = None):
         super().__init__(embed_dims, num_heads, num_layers, num_extra_tokens, cache_size,
@@ -134,16 +155,32 @@ class DINOv3RoPE(RotaryPositionEncoding):
                 raise ValueError(f'{name} is a bound >= 1 of a log-uniform scale, got {bound}')
         if shift_coords is not None and shift_coords < 0:
             raise ValueError(f'shift_coords must be >= 0, got {shift_coords}')
+        if train_draw not in TRAIN_DRAWS:
+            raise ValueError(f'train_draw must be one of {TRAIN_DRAWS}, got {train_draw!r}')
+        if isinstance(rope_dtype, torch.dtype):
+            names = {v: k for k, v in ROPE_DTYPES.items()}
+            rope_dtype = names.get(rope_dtype, rope_dtype)
+        if rope_dtype not in ROPE_DTYPES:
+            raise ValueError(f'rope_dtype must be one of {tuple(ROPE_DTYPES)}, got '
+                             f'{rope_dtype!r}')
         self.base = base
         self.min_period, self.max_period = min_period, max_period
         self.normalize_coords = normalize_coords
         self.shift_coords = shift_coords
         self.jitter_coords = jitter_coords
         self.rescale_coords = rescale_coords
-        # persistent, as DINOv3 (its checkpoints carry rope_embed.periods)
+        self.train_draw = train_draw
+        self.rope_dtype = rope_dtype
+        # persistent, as DINOv3 (its checkpoints carry rope_embed.periods); kept in float32
+        # whatever rope_dtype, holding the values DINOv3 computes in that dtype
         self.register_buffer('periods', dinov3_periods(self.head_dims, base, min_period,
-                                                       max_period))
+                                                       max_period, self.compute_dtype).float())
         self._draw = None
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype of the whole RoPE computation (``rope_dtype`` as a torch dtype)."""
+        return ROPE_DTYPES[self.rope_dtype]
 
     @property
     def augments(self) -> bool:
@@ -153,32 +190,48 @@ class DINOv3RoPE(RotaryPositionEncoding):
     def random_now(self) -> bool:
         return self.training and self.augments
 
+    @property
+    def draw_per_layer(self) -> bool:
+        """True in training with augmentation and ``train_draw='per_block'``: every
+        :meth:`angles` call makes a new draw, so each layer must get its own call."""
+        return self.random_now() and self.train_draw == 'per_block'
+
     def start_forward(self) -> None:
-        """Draw this forward's shift, jitter and rescale (training with augmentation only)."""
-        self._draw = self._new_draw() if self.random_now() else None
+        """With ``train_draw='per_forward'``: draw this forward's shift, jitter and rescale
+        (training with augmentation only), shared by all its layers."""
+        self._draw = (self._new_draw() if self.random_now() and
+                      self.train_draw == 'per_forward' else None)
 
     def _new_draw(self) -> dict:
-        device = self.periods.device
+        """One draw of the augmentation in DINOv3's order (shift, jitter, rescale), each
+        stored per axis as (row, column) like DINOv3's, in :attr:`compute_dtype`."""
+        device, dtype = self.periods.device, self.compute_dtype
         draw = {}
         if self.shift_coords is not None:
-            draw['shift'] = torch.empty(2, device=device).uniform_(-self.shift_coords,
-                                                                   self.shift_coords)
+            draw['shift'] = torch.empty(2, device=device, dtype=dtype).uniform_(
+                -self.shift_coords, self.shift_coords)
         if self.jitter_coords is not None:
-            draw['jitter'] = log_uniform_(2, self.jitter_coords, device)
+            draw['jitter'] = log_uniform_(2, self.jitter_coords, device, dtype)
         if self.rescale_coords is not None:
-            draw['rescale'] = log_uniform_(1, self.rescale_coords, device)
+            draw['rescale'] = log_uniform_(1, self.rescale_coords, device, dtype)
         return draw
 
     def grid_coords(self, hw_shape, valid_hw=None, device=None) -> Tensor:
-        """Normalised (x, y) coordinates, augmented in training (DINOv3's order: shift,
-        jitter, rescale; the draws are stored per axis as (row, column) like DINOv3's)."""
+        """Normalised (x, y) coordinates in :attr:`compute_dtype`, augmented in training
+        (a new draw per call with ``train_draw='per_block'``, this forward's draw with
+        ``'per_forward'``)."""
         device = device if device is not None else self.periods.device
-        coords = normalized_coords(hw_shape, valid_hw, self.normalize_coords, device)
+        extent = image_extents(hw_shape, valid_hw, self.normalize_coords, device)
+        coords = position_grid(hw_shape, 'centres', extent, device, self.compute_dtype)
         if not self.random_now():
             return coords
-        if self._draw is None:
-            self._draw = self._new_draw()
-        draw = {k: v.to(device) for k, v in self._draw.items()}
+        if self.train_draw == 'per_block':
+            draw = self._new_draw()
+        else:
+            if self._draw is None:
+                self._draw = self._new_draw()
+            draw = self._draw
+        draw = {k: v.to(device) for k, v in draw.items()}
         if 'shift' in draw:
             coords = coords + draw['shift'].flip(0)  # (row, col) -> (x, y)
         if 'jitter' in draw:
@@ -188,17 +241,35 @@ class DINOv3RoPE(RotaryPositionEncoding):
         return coords
 
     def angles_of(self, coords: Tensor, layer_idx: int) -> Tensor:
-        """(B or 1, 1, N, d/2): ``2 pi y / periods`` then ``2 pi x / periods``."""
-        p = self.periods.float().to(coords.device)
-        ang = 2 * math.pi * coords.float()[..., None] / p  # (B, N, 2 (x, y), d/4)
+        """(B or 1, 1, N, d/2): ``2 pi y / periods`` then ``2 pi x / periods``, in
+        :attr:`compute_dtype`."""
+        dtype = self.compute_dtype
+        p = self.periods.to(device=coords.device, dtype=dtype)
+        ang = 2 * math.pi * coords.to(dtype)[..., None] / p  # (B, N, 2 (x, y), d/4)
         return torch.cat((ang[..., 1, :], ang[..., 0, :]), dim=-1)[:, None]
 
+    def transform_qk(self, q: Tensor, k: Tensor, hw_shape: Sequence,
+                     layer_idx: int) -> Tuple[Tensor, Tensor]:
+        """Rotate the patch queries and keys; with a ``rope_dtype`` other than ``'fp32'``,
+        the extra tokens also pass through that dtype unrotated (DINOv3 casts the whole
+        ``q`` and ``k`` to it and back)."""
+        q, k = super().transform_qk(q, k, hw_shape, layer_idx)
+        e = self.num_extra_tokens
+        if e and self.rope_dtype != 'fp32':
+            dtype = self.compute_dtype
+            q = torch.cat((q[..., :e, :].to(dtype).to(q.dtype), q[..., e:, :]), dim=-2)
+            k = torch.cat((k[..., :e, :].to(dtype).to(k.dtype), k[..., e:, :]), dim=-2)
+        return q, k
+
     def rotate(self, x: Tensor, angles: Tensor) -> Tensor:
-        return apply_rotary_half(x, angles)
+        """DINOv3's rotate-half rotation in :attr:`compute_dtype`, returned in ``x``'s
+        dtype."""
+        return apply_rotary_half(x, angles, self.compute_dtype)
 
     def extra_repr(self) -> str:
         periods = (f'base={self.base}' if self.base is not None else
                    f'min_period={self.min_period}, max_period={self.max_period}')
         return (super().extra_repr() + f', {periods}, normalize_coords='
                 f'{self.normalize_coords!r}, shift_coords={self.shift_coords}, '
-                f'jitter_coords={self.jitter_coords}, rescale_coords={self.rescale_coords}')
+                f'jitter_coords={self.jitter_coords}, rescale_coords={self.rescale_coords}, '
+                f'train_draw={self.train_draw!r}, rope_dtype={self.rope_dtype!r}')

@@ -1,12 +1,13 @@
 """RoPE-Mixed: 2D rotary position embedding with learnable, mixed-axis frequencies."""
 import math
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 
 from mmposenc.registry import MODELS
+from ..grid import position_grid
 from .rotary import RotaryPositionEncoding, apply_rotary_pairs
 
 
@@ -56,15 +57,6 @@ def mixed_angles(freqs: Tensor, coords: Tensor) -> Tensor:
     c = coords.float()
     return (c[:, None, :, 0:1] * f[0][None, :, None, :] +
             c[:, None, :, 1:2] * f[1][None, :, None, :])
-
-
-def grid_xy(hw_shape: Sequence, device=None) -> Tensor:
-    """Patch indices ``(1, H*W, 2)`` as float32 (x, y), row-major. Traceable: H and W may be
-    traced sizes."""
-    ys = torch.arange(hw_shape[0], device=device, dtype=torch.float32)
-    xs = torch.arange(hw_shape[1], device=device, dtype=torch.float32)
-    y, x = torch.meshgrid(ys, xs, indexing='ij')
-    return torch.stack((x.reshape(-1), y.reshape(-1)), dim=-1)[None]
 
 
 @MODELS.register_module()
@@ -133,7 +125,9 @@ class RoPEMixed(RotaryPositionEncoding):
                                               self.theta, self.rotate_init, generator))
 
     def grid_coords(self, hw_shape, valid_hw=None, device=None) -> Tensor:
-        return grid_xy(hw_shape, device=device if device is not None else self.freqs.device)
+        """Patch indices (x, y) from the top-left corner (a padded image's own)."""
+        return position_grid(hw_shape, device=device if device is not None else
+                             self.freqs.device)[None]
 
     def angles_of(self, coords: Tensor, layer_idx: int) -> Tensor:
         return mixed_angles(self.freqs[:, layer_idx], coords)

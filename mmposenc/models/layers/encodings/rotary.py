@@ -1,4 +1,4 @@
-"""What every 2D rotary encoding shares: the rotations, float32 angles and the eval cache.
+"""What every 2D rotary encoding shares: the rotation, float32 angles and the eval cache.
 
 A rotary encoding rotates channel pairs of each head's queries and keys by angles that are
 linear in the token's 2D coordinates, so that ``q_i . k_j`` sees the positions only through
@@ -7,8 +7,11 @@ normalised to ``[-1, 1]``), the frequencies (fixed axial, or learnable and mixed
 channels are paired; :class:`RotaryPositionEncoding` holds the rest:
 
 - the angles are computed in float32 with autocast disabled (bf16 cannot represent
-  ``x * f`` for ``x`` in the tens to within a radian) and the rotation runs in float32 before
-  casting back to the dtype of the queries;
+  ``x * f`` for ``x`` in the tens to within a radian) and the rotation
+  (:func:`apply_rotary`) runs in float32 before casting back to the dtype of the queries, as
+  RoPE-ViT's code does (``DINOv3RoPE(rope_dtype='bf16')`` is the one opt-in exception: the
+  bf16 RoPE of DINOv3's default recipe);
+- the grid comes from :func:`~mmposenc.models.layers.grid.position_grid`;
 - every operation is real-valued (no complex tensors), so the encodings export to ONNX;
 - the angles of a grid are cached while they need no autograd graph and draw nothing at
   random (:meth:`RotaryPositionEncoding.cacheable`), keyed by the grid, the layer, the device
@@ -23,42 +26,62 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from ..grid import position_grid  # noqa: F401  (the grid every rotary encoding uses)
 from .base import BasePositionEncoding
 
 
-def apply_rotary_pairs(x: Tensor, angles: Tensor) -> Tensor:
-    """Rotate interleaved channel pairs ``(x[2i], x[2i+1])`` by ``angles[i]`` (RoPE-ViT's
-    layout: the complex view of ``x.reshape(..., d/2, 2)`` times ``exp(i * angles)``).
+ROTARY_LAYOUTS = ('pairs', 'half')
+
+
+def apply_rotary(x: Tensor, angles: Tensor, layout: str = 'pairs',
+                 dtype: torch.dtype = torch.float32) -> Tensor:
+    """Rotate channel pairs of ``x`` by ``angles``, computing in ``dtype`` (float32 unless
+    asked otherwise, as RoPE-ViT and DINOv3's float32 recipes do), returning ``x``'s dtype.
 
     Args:
         x (Tensor): (..., N, d).
         angles (Tensor): (..., N, d/2), broadcastable to ``x``'s leading dimensions.
+        layout (str): How the channels pair up:
+
+            - ``'pairs'``: interleaved ``(x[2i], x[2i+1])`` (RoPE-ViT: the complex view of
+              ``x.reshape(..., d/2, 2)`` times ``exp(i * angles)``);
+            - ``'half'``: ``(x[i], x[i + d/2])`` (DINOv3: ``x * cos + rotate_half(x) * sin``
+              with the angles tiled twice).
+
+            Defaults to ``'pairs'``.
+        dtype (torch.dtype): Of the arithmetic: ``x`` and ``angles`` are cast to it, the
+            cosines, sines and products are computed in it. Defaults to float32.
 
     Returns:
-        Tensor: The rotated ``x``, computed in float32, in ``x``'s dtype.
+        Tensor: The rotated ``x``, in ``x``'s dtype.
+
+    Examples:
+        >>> x = torch.tensor([[1., 0., 0., 1.]]).bfloat16()
+        >>> apply_rotary(x, torch.tensor([[math.pi / 2, 0.]])).dtype
+        torch.bfloat16
     """
-    xf = x.float()
-    x1, x2 = xf[..., 0::2], xf[..., 1::2]
+    xc = x.to(dtype)
+    angles = angles.to(dtype)
     cos, sin = angles.cos(), angles.sin()
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).to(
-        x.dtype)
+    if layout == 'pairs':
+        x1, x2 = xc[..., 0::2], xc[..., 1::2]
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    elif layout == 'half':
+        x1, x2 = xc.chunk(2, dim=-1)
+        out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    else:
+        raise ValueError(f'layout must be one of {ROTARY_LAYOUTS}, got {layout!r}')
+    return out.to(x.dtype)
 
 
-def apply_rotary_half(x: Tensor, angles: Tensor) -> Tensor:
-    """Rotate the channel pairs ``(x[i], x[i + d/2])`` by ``angles[i]`` (DINOv3's layout:
-    ``x * cos + rotate_half(x) * sin`` with the angles tiled twice).
+def apply_rotary_pairs(x: Tensor, angles: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """:func:`apply_rotary` with interleaved pairs ``(x[2i], x[2i+1])`` (RoPE-ViT's layout)."""
+    return apply_rotary(x, angles, 'pairs', dtype)
 
-    Args:
-        x (Tensor): (..., N, d).
-        angles (Tensor): (..., N, d/2), broadcastable to ``x``'s leading dimensions.
 
-    Returns:
-        Tensor: The rotated ``x``, computed in float32, in ``x``'s dtype.
-    """
-    xf = x.float()
-    x1, x2 = xf.chunk(2, dim=-1)
-    cos, sin = angles.cos(), angles.sin()
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+def apply_rotary_half(x: Tensor, angles: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """:func:`apply_rotary` with the pairs ``(x[i], x[i + d/2])`` (DINOv3's layout)."""
+    return apply_rotary(x, angles, 'half', dtype)
 
 
 def valid_hw_from_mask(key_padding_mask: Optional[Tensor], hw_shape: Sequence) -> Optional[Tensor]:
@@ -123,21 +146,29 @@ class RotaryPositionEncoding(BasePositionEncoding):
         raise NotImplementedError
 
     def angles_of(self, coords: Tensor, layer_idx: int) -> Tensor:
-        """Float32 angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of ``coords``."""
+        """Float32 (or the encoding's compute dtype) angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of ``coords``."""
         raise NotImplementedError
 
     def rotate(self, x: Tensor, angles: Tensor) -> Tensor:
-        """``x`` (B, heads, H*W, head_dims) rotated by ``angles``."""
+        """``x`` (B, heads, H*W, head_dims) rotated by ``angles`` (:func:`apply_rotary`, in
+        float32, returned in ``x``'s dtype)."""
         raise NotImplementedError
 
     def random_now(self) -> bool:
         """Whether the angles of this call are drawn at random (training augmentation)."""
         return False
 
+    @property
+    def draw_per_layer(self) -> bool:
+        """Whether every layer gets its own random draw now: each call of :meth:`angles`
+        draws afresh, so a caller that computes the angles of all layers up front must call
+        :meth:`angles` once per layer rather than share one result (DINOv3's RoPE in
+        training, ``train_draw='per_block'``). False for deterministic angles."""
+        return False
+
     def start_forward(self) -> None:
         """Called once per forward of the model, before the angles of its first layer: an
-        encoding with random draws makes the draw of this forward here, so that every layer
-        sees the same one."""
+        encoding whose draw is shared by the layers of a forward makes it here."""
 
     # ------------------------------------------------------------------ angles
     def cacheable(self) -> bool:
@@ -156,9 +187,11 @@ class RotaryPositionEncoding(BasePositionEncoding):
 
     def angles(self, hw_shape: Sequence, layer_idx: int = 0, valid_hw: Optional[Tensor] = None,
                device=None) -> Tensor:
-        """Float32 angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of the grid.
+        """Angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of the grid, float32 (bf16 for
+        ``DINOv3RoPE(rope_dtype='bf16')``).
 
-        Computed with autocast off. Served from the cache when :meth:`cacheable` and the batch
+        Computed with autocast off. In training with :attr:`draw_per_layer`, every call
+        makes a new random draw. Served from the cache when :meth:`cacheable` and the batch
         has no padding (``valid_hw`` None); the key holds the grid, the layer, the device and
         the data pointer and version counter of every :attr:`angle_sources` tensor, so any
         in-place update through autograd-visible ops (optimizer steps, ``load_state_dict``,
@@ -223,8 +256,8 @@ class RotaryPositionEncoding(BasePositionEncoding):
         return super().extra_repr() + f', cache_size={self.cache_size}'
 
 
-def log_uniform_(shape, bound: float, device=None) -> Tensor:
+def log_uniform_(shape, bound: float, device=None, dtype: torch.dtype = torch.float32) -> Tensor:
     """Samples of ``exp(U[-log(bound), log(bound)])``, i.e. log-uniform in
-    ``[1/bound, bound]`` (float32)."""
+    ``[1/bound, bound]``, drawn and exponentiated in ``dtype`` (float32)."""
     b = math.log(bound)
-    return torch.empty(shape, device=device, dtype=torch.float32).uniform_(-b, b).exp()
+    return torch.empty(shape, device=device, dtype=dtype).uniform_(-b, b).exp()

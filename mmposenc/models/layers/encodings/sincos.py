@@ -4,6 +4,7 @@ from typing import Optional, Sequence
 import torch
 
 from mmposenc.registry import MODELS
+from ..grid import position_grid
 from .base import BasePositionEncoding
 
 
@@ -22,10 +23,9 @@ def build_2d_sincos_embedding(hw_shape: Sequence[int], embed_dims: int,
     H, W = int(hw_shape[0]), int(hw_shape[1])
     pos_dim = embed_dims // 4
     omega = 1. / temperature**(torch.arange(pos_dim, device=device, dtype=dtype) / pos_dim)
-    y, x = torch.meshgrid(torch.arange(H, device=device, dtype=dtype),
-                          torch.arange(W, device=device, dtype=dtype), indexing='ij')
-    out_x = x.reshape(-1, 1) * omega
-    out_y = y.reshape(-1, 1) * omega
+    grid = position_grid((H, W), device=device, dtype=dtype)
+    out_x = grid[:, 0:1] * omega
+    out_y = grid[:, 1:2] * omega
     return torch.cat((out_x.sin(), out_x.cos(), out_y.sin(), out_y.cos()), dim=1)
 
 

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from mmengine.model import BaseModule
 
 from mmposenc.registry import MODELS
+from ..grid import position_grid
 
 PPE_INITS = ('peripheral', 'conv', 'rand')
 PPE_EMBEDDINGS = ('euc', 'lrn')
@@ -54,7 +55,8 @@ def axis_spacing(size: int) -> float:
 
 
 def normalized_grid(hw_shape: Sequence[int], device=None, dtype=None) -> torch.Tensor:
-    """Token coordinates ``(y, x)`` in ``[-1, 1]`` along each axis, row-major.
+    """Token coordinates ``(y, x)`` in ``[-1, 1]`` along each axis, row-major: PerViT's
+    order of :func:`~mmposenc.models.layers.grid.position_grid` with ``'corners'``.
 
     Args:
         hw_shape (Sequence[int]): ``(H, W)`` of the token grid.
@@ -62,10 +64,8 @@ def normalized_grid(hw_shape: Sequence[int], device=None, dtype=None) -> torch.T
     Returns:
         Tensor: ``(H * W, 2)`` coordinates.
     """
-    h, w = hw_shape
-    gy = torch.linspace(-1, 1, h, device=device, dtype=dtype)
-    gx = torch.linspace(-1, 1, w, device=device, dtype=dtype)
-    return torch.stack(torch.meshgrid(gy, gx, indexing='ij'), dim=-1).reshape(-1, 2)
+    return position_grid(hw_shape, 'corners', device=device,
+                         dtype=dtype or torch.get_default_dtype()).flip(-1)
 
 
 def pairwise_distances(hw_shape: Sequence[int], device=None, dtype=None) -> torch.Tensor:
