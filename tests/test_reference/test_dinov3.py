@@ -7,8 +7,10 @@ weights are loaded into our attention. Eval mode: ``sin`` / ``cos`` of every gri
 'separate', 'max' and 'min' coordinate modes, and the attention output with its gradients
 w.r.t. the input and ``qkv.weight``. Training mode: the same global seed before the official
 module's successive calls and ours gives the same shift / jitter / rescale draws, so every
-call's rotation matches (one draw per forward, as DINOv3; the successive calls are what a
-per-block draw would see).
+call's rotation matches. DINOv3 calls its RoPE inside the block loop, so the successive calls
+are the draws of successive blocks: ``train_draw='per_block'`` (ours by default) matches them
+call by call, ``'per_forward'`` (timm's port) repeats the first. bf16 cases: DINOv3's
+``pos_embed_rope_dtype='bf16'`` against our ``rope_dtype='bf16'``.
 """
 import math
 
@@ -23,11 +25,12 @@ CASES = FIX['cases']
 ATOL = 2e-6  # float32 sin / cos of angles up to ~2 pi * 2 * 2 / 0.5
 
 
-def build(case, training):
+def build(case, training, **kwargs):
     cfg = dict(FIX['configs'][case['config']])
     cfg.setdefault('rescale_coords', None)  # the official default; ours defaults to 2
+    cfg['rope_dtype'] = cfg.pop('dtype', 'fp32')
     rope = DINOv3RoPE(FIX['embed_dims'], FIX['num_heads'], num_extra_tokens=case['prefix'],
-                      **cfg)
+                      **cfg, **kwargs)
     return rope.train(training)
 
 
@@ -40,8 +43,8 @@ def describe(parity, what):
                     grids='4x4, 3x5, 6x5')
 
 
-def our_sincos(rope, hw):
-    a = rope.angles(hw)[0, 0]  # (HW, d/2): row periods first, then column
+def our_sincos(rope, hw, layer_idx=0):
+    a = rope.angles(hw, layer_idx)[0, 0]  # (HW, d/2): row periods first, then column
     return a.sin(), a.cos()
 
 
@@ -63,18 +66,36 @@ def test_eval_sincos(case, parity):
     parity.check(cos, case['cos'], ATOL, what='cos')
 
 
-@pytest.mark.parametrize('case', [c for c in CASES if c['training']],
-                         ids=ids([c for c in CASES if c['training']]))
-def test_train_draws(case, parity):
-    """Successive training forwards after one seed: shift, jitter and rescale as DINOv3."""
-    describe(parity, 'DINOv3RoPE angles (train, seeded draws)')
-    rope = build(case, True)
+TRAIN = [c for c in CASES if c['training']]
+
+
+@pytest.mark.parametrize('case', TRAIN, ids=ids(TRAIN))
+def test_train_draws_per_block(case, parity):
+    """Successive blocks after one seed: shift, jitter and rescale drawn as DINOv3 does,
+    one draw per block (``train_draw='per_block'``)."""
+    describe(parity, 'DINOv3RoPE angles (train, per-block seeded draws)')
+    rope = build(case, True, train_draw='per_block')
+    torch.manual_seed(case['draw_seed'])
+    rope.start_forward()
+    for i in range(FIX['num_draws']):
+        sin, cos = our_sincos(rope, case['hw'], layer_idx=i)
+        parity.check(sin, case['sin'][i], 5 * ATOL, what=f'sin of block {i}')
+        parity.check(cos, case['cos'][i], 5 * ATOL, what=f'cos of block {i}')
+
+
+@pytest.mark.parametrize('case', TRAIN, ids=ids(TRAIN))
+def test_train_draws_per_forward(case, parity):
+    """``train_draw='per_forward'``: successive forwards get DINOv3's successive draws and
+    every block of a forward the same one."""
+    describe(parity, 'DINOv3RoPE angles (train, per-forward seeded draws)')
+    rope = build(case, True, train_draw='per_forward')
     torch.manual_seed(case['draw_seed'])
     for i in range(FIX['num_draws']):
         rope.start_forward()  # what transform_qk does at layer 0 of every forward
-        sin, cos = our_sincos(rope, case['hw'])
-        parity.check(sin, case['sin'][i], 5 * ATOL, what=f'sin of draw {i}')
-        parity.check(cos, case['cos'][i], 5 * ATOL, what=f'cos of draw {i}')
+        for layer in range(2):
+            sin, cos = our_sincos(rope, case['hw'], layer_idx=layer)
+            parity.check(sin, case['sin'][i], 5 * ATOL, what=f'sin of forward {i}')
+            parity.check(cos, case['cos'][i], 5 * ATOL, what=f'cos of forward {i}')
 
 
 @pytest.mark.parametrize('case', CASES, ids=ids(CASES))
@@ -105,4 +126,5 @@ def test_fixture_covers_modes():
     assert {c.get('normalize_coords', 'separate') for c in configs} == {'separate', 'max', 'min'}
     assert any(c.get('base') is None for c in configs)
     assert {c['training'] for c in CASES} == {True, False}
+    assert any(c.get('dtype') == 'bf16' for c in configs)
     assert not math.isclose(CASES[0]['periods'][0].item(), CASES[0]['periods'][-1].item())

@@ -8,9 +8,10 @@ of the official module in eval mode, and a ``SelfAttention`` forward with those 
 gradients w.r.t. the input and, on the non-square grid, ``qkv.weight``). The official ``sin``
 and ``cos`` repeat their first half (``tile(2)``); one copy is kept.
 In training mode ``rope_embed(H=H, W=W)`` is called ``num_draws`` times after
-``torch.manual_seed(seed)``, keeping every call's ``sin`` / ``cos`` (DINOv3 calls it once per
-forward, shared by all blocks; the successive calls serve a per-block comparison too) and the
-attention output of the first call.
+``torch.manual_seed(seed)``, keeping every call's ``sin`` / ``cos`` (``forward_features_list``
+calls it inside the block loop, so these are the draws of successive blocks) and the
+attention output of the first call. Two configurations compute the RoPE in bf16
+(``dtype=torch.bfloat16``, DINOv3's ``pos_embed_rope_dtype='bf16'`` default).
 
 Usage::
 
@@ -36,7 +37,12 @@ CONFIGS = dict(
     train_all=dict(base=100., shift_coords=0.3, jitter_coords=1.5, rescale_coords=2.),
     train_all_min=dict(base=None, min_period=0.5, max_period=80., normalize_coords='min',
                        shift_coords=0.3, jitter_coords=1.5, rescale_coords=2.),
+    # pos_embed_rope_dtype='bf16', the default of DINOv3's VisionTransformer
+    bf16_base=dict(base=100., dtype='bf16'),
+    bf16_train_all=dict(base=100., shift_coords=0.3, jitter_coords=1.5, rescale_coords=2.,
+                        dtype='bf16'),
 )
+DTYPES = dict(bf16=torch.bfloat16)
 NUM_DRAWS = 3
 
 
@@ -56,7 +62,10 @@ def main():
         for gi, (gname, (H, W)) in enumerate(GRIDS.items()):
             seed = 1000 * ci + gi
             torch.manual_seed(seed)
-            rope = RopePositionEmbedding(EMBED_DIMS, num_heads=NUM_HEADS, **cfg)
+            kwargs = dict(cfg)
+            if 'dtype' in kwargs:
+                kwargs['dtype'] = DTYPES[kwargs['dtype']]
+            rope = RopePositionEmbedding(EMBED_DIMS, num_heads=NUM_HEADS, **kwargs)
             x = torch.randn(1, prefix + H * W, EMBED_DIMS, requires_grad=True)
             case = dict(name=f'{cname}/{gname}', config=cname, training=training,
                         hw=[H, W], prefix=prefix, periods=rope.periods, x=x)
