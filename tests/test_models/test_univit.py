@@ -87,9 +87,9 @@ def test_view_at_the_drawn_size_is_a_direct_resize_of_the_source(coco_dataset):
     for idx in range(3):
         np.random.seed(idx)
         big = ds[(idx, 320)]['inputs'].permute(1, 2, 0).numpy()
+        assert crop.scale == (224, 224)  # restored after an item at another size
         np.random.seed(idx)
         small = ds[(idx, 224)]['inputs'].permute(1, 2, 0).numpy()
-        assert crop.scale == (224, 224)  # restored after every item
         assert big.shape == (320, 320, 3) and small.shape == (224, 224, 3)
         src = mmcv.imread(ds.get_data_info(idx)['img_path'])
         np.random.seed(idx)
