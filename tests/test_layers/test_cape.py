@@ -367,3 +367,19 @@ def test_cape_float32_and_float64_modules_keep_their_buffers_and_dtype():
     assert torch.equal(cape((3, 4)), cape2d_embedding(x, y, cape.w_x, cape.w_y))
     assert CAPE2d(16).double()((3, 4)).dtype == torch.float64
     assert CAPE1d(8).double()(torch.zeros(1, 5, 8)).dtype == torch.float64
+
+
+@pytest.mark.parametrize('gamma', ['linear', 'sqrt'])
+@pytest.mark.parametrize('train_hw, hw', [((7, 14), (14, 14)), ((14, 7), (10, 21))])
+def test_cape2d_eval_pos_range_axes_on_a_non_square_training_grid(gamma, train_hw, hw):
+    """gamma per axis compares each axis with the same axis of the training grid: x (width)
+    with grid_size[1], y (height) with grid_size[0]. A square training grid cannot tell the
+    axes apart; a 7 x 14 one gives gamma_y = 2, gamma_x = 1 on a 14 x 14 grid."""
+    cape = CAPE2d(32, eval_pos_range=gamma, grid_size=train_hw).eval()
+    g = tuple(n / t for n, t in zip(hw, train_hw))
+    g = g if gamma == 'linear' else tuple(math.sqrt(v) for v in g)
+    x, y = cape.positions(hw)
+    assert math.isclose(x.max().item(), g[1], rel_tol=1e-6)
+    assert math.isclose(y.max().item(), g[0], rel_tol=1e-6)
+    torch.testing.assert_close(cape(hw)[0], plain_cape2d(*hw, 32, gamma=g).float(),
+                               atol=1e-5, rtol=1e-5)

@@ -156,3 +156,29 @@ def test_learnable_tables_init(tmp_path, cls, kwargs, tables):
     loaded.init_weights()
     assert all(bool((p == 0.5).all()) for p in loaded.parameters())
 
+
+
+@pytest.mark.parametrize('hw, K', [((3, 5), 2), ((5, 3), 1), ((4, 6), 3)])
+def test_rel_pos_bias_index_on_a_non_square_grid(hw, K):
+    """Pair (i, j) of the row-major grid reads entry (clip(y_j - y_i) + K) * (2K + 1) +
+    clip(x_j - x_i) + K of the table: each axis with its own sign and its own offset (a 1 x W
+    grid cannot see dy, a symmetric check cannot see a sign). Written pair by pair."""
+    H, W = hw
+
+    def clip(d):
+        return max(-K, min(K, d))
+
+    expected = torch.tensor([[(clip(j // W - i // W) + K) * (2 * K + 1) + clip(j % W - i % W) + K
+                              for j in range(H * W)] for i in range(H * W)])
+    assert torch.equal(clipped_relative_index(hw, K), expected)
+    rpb = RelativePositionBias2d(8, num_heads=2, num_layers=2, max_distance=K,
+                                 num_extra_tokens=1)
+    with torch.no_grad():
+        rpb.bias_table.copy_(torch.randn(rpb.bias_table.shape))
+    q = torch.zeros(1, 2, 1 + H * W, 4)
+    for layer in (0, 1):
+        bias = rpb.attn_bias(q, q, hw, layer)[0, :, 1:, 1:]  # (heads, HW, HW)
+        torch.testing.assert_close(bias, rpb.bias_table[layer][expected].permute(2, 0, 1),
+                                   rtol=0, atol=0)
+    # the token one row below and one column right of token 0 reads (dy, dx) = (1, 1)
+    assert expected[0, W + 1] == (1 + K) * (2 * K + 1) + 1 + K
