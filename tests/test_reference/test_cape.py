@@ -48,6 +48,7 @@ def their_mask(case):
 def test_cape1d(case, parity):
     """Eval and seeded training embeddings, plain, mean-normalised, scaled, padded."""
     parity.describe(method='CAPE 1D', ours='CAPE1d', reference='cape',
+                    function='CAPE1d.compute_pos_emb',
                     grids='T = 9, 16 (padded and not); train, eval')
     mod = build_1d(case)
     g = torch.Generator().manual_seed(case['seed'])
@@ -89,6 +90,7 @@ def to_theirs(emb, hw):
 def test_cape2d(case, parity):
     """Eval and seeded training (global shift and scaling) embeddings of every grid."""
     parity.describe(method='CAPE 2D', ours='CAPE2d', reference='cape',
+                    function='CAPE2d.compute_pos_emb',
                     grids='4x4, 3x5, 6x5; train (global shift, scaling), eval')
     mod = build_2d(case)
     g = torch.Generator().manual_seed(case['seed'])

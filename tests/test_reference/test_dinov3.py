@@ -38,8 +38,10 @@ def ids(cases):
     return [c['name'] for c in cases]
 
 
-def describe(parity, what):
-    parity.describe(method='DINOv3 RoPE', ours=what, reference='dinov3_rope',
+def describe(parity, case, what, function='RopePositionEmbedding.forward'):
+    if FIX['configs'][case['config']].get('dtype') == 'bf16':
+        what += ", rope_dtype='bf16'"
+    parity.describe(method='DINOv3 RoPE', ours=what, reference='dinov3_rope', function=function,
                     grids='4x4, 3x5, 6x5')
 
 
@@ -51,7 +53,7 @@ def our_sincos(rope, hw, layer_idx=0):
 @pytest.mark.parametrize('case', CASES, ids=ids(CASES))
 def test_periods(case, parity):
     """Periods from base, or geometric from min_period to max_period."""
-    describe(parity, 'DINOv3RoPE.periods')
+    describe(parity, case, 'DINOv3RoPE.periods', 'RopePositionEmbedding.periods')
     parity.check(build(case, False).periods, case['periods'], atol=0, rtol=1e-6,
                  what='periods')
 
@@ -60,7 +62,7 @@ def test_periods(case, parity):
                          ids=ids([c for c in CASES if not c['training']]))
 def test_eval_sincos(case, parity):
     """Eval rotation of every grid and coordinate mode ('separate', 'max', 'min')."""
-    describe(parity, 'DINOv3RoPE angles (eval)')
+    describe(parity, case, 'DINOv3RoPE angles (eval)')
     sin, cos = our_sincos(build(case, False), case['hw'])
     parity.check(sin, case['sin'], ATOL, what='sin')
     parity.check(cos, case['cos'], ATOL, what='cos')
@@ -73,7 +75,7 @@ TRAIN = [c for c in CASES if c['training']]
 def test_train_draws_per_block(case, parity):
     """Successive blocks after one seed: shift, jitter and rescale drawn as DINOv3 does,
     one draw per block (``train_draw='per_block'``)."""
-    describe(parity, 'DINOv3RoPE angles (train, per-block seeded draws)')
+    describe(parity, case, 'DINOv3RoPE angles (train, per-block seeded draws)')
     rope = build(case, True, train_draw='per_block')
     torch.manual_seed(case['draw_seed'])
     rope.start_forward()
@@ -87,7 +89,7 @@ def test_train_draws_per_block(case, parity):
 def test_train_draws_per_forward(case, parity):
     """``train_draw='per_forward'``: successive forwards get DINOv3's successive draws and
     every block of a forward the same one."""
-    describe(parity, 'DINOv3RoPE angles (train, per-forward seeded draws)')
+    describe(parity, case, 'DINOv3RoPE angles (train, per-forward seeded draws)')
     rope = build(case, True, train_draw='per_forward')
     torch.manual_seed(case['draw_seed'])
     for i in range(FIX['num_draws']):
@@ -102,7 +104,7 @@ def test_train_draws_per_forward(case, parity):
 def test_attention(case, parity):
     """SelfAttention(x, rope) == PEMultiheadAttention(x, [DINOv3RoPE]) with shared weights,
     outputs and gradients; training cases use the first seeded draw."""
-    describe(parity, 'PEMultiheadAttention + DINOv3RoPE')
+    describe(parity, case, 'PEMultiheadAttention + DINOv3RoPE', 'SelfAttention.forward')
     rope = build(case, case['training'])
     p = FIX['params'][case['config']]
     attn = PEMultiheadAttention(FIX['embed_dims'], FIX['num_heads'])

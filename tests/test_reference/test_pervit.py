@@ -41,6 +41,7 @@ def build(case):
                          ids=[c['name'] for c in CASES if 'phi_p' in c])
 def test_phi_p(case, parity):
     parity.describe(method='PerViT', ours='PeripheralPositionEncoding (Phi_p)',
+                    function='PeripheralPositionEncoding + OffsetGenerator',
                     reference='pervit_mpa', grids='4x4, 9x9')
     mpa = build(case).eval()
     with torch.no_grad():
@@ -52,7 +53,8 @@ def test_phi_p(case, parity):
 @pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
 def test_mpa_train(case, parity):
     """Train mode: output and gradients w.r.t. the input and all parameters."""
-    parity.describe(method='PerViT', ours='MPA (train)', reference='pervit_mpa', grids=GRIDS)
+    parity.describe(method='PerViT', ours='MPA (train)', reference='pervit_mpa',
+                    function='MPA.forward', grids=GRIDS)
     mpa = build(case).train()
     params = dict(mpa.named_parameters())
     x = case['x'].clone().requires_grad_()
@@ -71,7 +73,8 @@ def test_mpa_train(case, parity):
 @pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
 def test_mpa_eval(case, parity):
     """Eval mode (their ``init_rpe`` cache; ours caches the bias), called twice."""
-    parity.describe(method='PerViT', ours='MPA (eval)', reference='pervit_mpa', grids=GRIDS)
+    parity.describe(method='PerViT', ours='MPA (eval)', reference='pervit_mpa',
+                    function='MPA.init_rpe + forward', grids=GRIDS)
     mpa = build(case).eval()
     with torch.no_grad():
         for _ in range(2):

@@ -40,7 +40,8 @@ def ours_name(kind):
 def test_rotation(case, parity):
     """cos / sin of the official rotation (complex ``freqs_cis``) of every grid and layer."""
     parity.describe(method=f'RoPE-{case["kind"].capitalize()}',
-                    ours=f'{ours_name(case["kind"])} angles', reference='rope_vit', grids=GRIDS)
+                    ours=f'{ours_name(case["kind"])} angles', reference='rope_vit', grids=GRIDS,
+                    function=f'compute_{case["kind"]}_cis')
     rope = build(case['kind'])
     if case['kind'] == 'mixed':
         angles = rope.angles(case['hw'], case['layer'])[0]  # (heads, N, d/2)
@@ -58,7 +59,7 @@ def test_apply_rotary(case, parity):
     w.r.t. the queries, keys and (mixed) the frequencies."""
     parity.describe(method=f'RoPE-{case["kind"].capitalize()}',
                     ours=f'{ours_name(case["kind"])}.transform_qk', reference='rope_vit',
-                    grids=GRIDS)
+                    grids=GRIDS, function='apply_rotary_emb')
     rope = build(case['kind'])
     q = case['q'].clone().requires_grad_()
     k = case['k'].clone().requires_grad_()
@@ -83,7 +84,8 @@ def test_attention(case, mode, parity):
     token unrotated, shared weights, train and eval mode."""
     parity.describe(method=f'RoPE-{case["kind"].capitalize()}',
                     ours=f'PEMultiheadAttention + {ours_name(case["kind"])}',
-                    reference='rope_vit', grids=GRIDS + '; train, eval')
+                    reference='rope_vit', grids=GRIDS + '; train, eval',
+                    function='RoPEAttention.forward')
     p = FIX['params']
     attn = PEMultiheadAttention(E, NH)
     attn.load_state_dict({'qkv.weight': p['qkv_weight'], 'qkv.bias': p['qkv_bias'],
@@ -100,7 +102,7 @@ def test_init_frequencies(parity):
     """``init_mixed_freqs`` with a generator seeded as the official global seed draws the
     official ``init_random_2d_freqs`` frequencies (one direction per layer and head)."""
     parity.describe(method='RoPE-Mixed', ours='init_mixed_freqs', reference='rope_vit',
-                    grids='-')
+                    grids='-', function='init_random_2d_freqs')
     g = torch.Generator().manual_seed(FIX['init_seed'])
     ours = init_mixed_freqs(D, NH, DEPTH, theta=10., generator=g)
     parity.check(ours, FIX['freqs'].view(2, DEPTH, NH, D // 2), 1e-6, 1e-6, what='freqs')

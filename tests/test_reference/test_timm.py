@@ -35,7 +35,7 @@ def cases(kind, **match):
 @cases('sincos')
 def test_sincos(case, parity):
     parity.describe(method='2D sin-cos (MoCo v3 / MAE)', ours='SinCos2dPE',
-                    reference='timm', grids=GRIDS)
+                    reference='timm', grids=GRIDS, function='build_sincos2d_pos_embed')
     H, W = case['hw']
     ours = SinCos2dPE(C).add_to_tokens(torch.zeros(1, H * W, C), (H, W))[0]
     theirs = case['emb']
@@ -56,7 +56,7 @@ def timm_to_ours_index(H, W):
 def test_rel_pos_bias(case, parity):
     parity.describe(method='Relative position bias (Swin / BEiT)',
                     ours='RelativePositionBias2d', reference='timm',
-                    grids=GRIDS + ' (6x5 clipped at 4)')
+                    grids=GRIDS + ' (6x5 clipped at 4)', function='RelPosBias.get_bias')
     H, W = case['hw']
     rpb = RelativePositionBias2d(C, NH, max_distance=K)
     idx = timm_to_ours_index(H, W)
@@ -80,7 +80,8 @@ def test_abs_resample(case, parity):
     """Our bicubic resize == timm's ``resample_abs_pos_embed(antialias=False)``, with the
     gradient w.r.t. the embedding."""
     parity.describe(method='Learnable absolute (DeiT resize)', ours='LearnableAbsolutePE',
-                    reference='timm', grids=GRIDS)
+                    reference='timm', grids=GRIDS,
+                    function='resample_abs_pos_embed(antialias=False)')
     H, W = case['hw']
     pe = LearnableAbsolutePE(C, num_extra_tokens=1, grid_size=tuple(FIX['train_grid']))
     with torch.no_grad():
@@ -97,7 +98,8 @@ def test_abs_resample_timm_default(case, parity):
     """timm's default antialiased resample: the same embedding on the training grid; the
     difference on the resized grids is recorded (our resize is DeiT's, no antialiasing)."""
     parity.describe(method='Learnable absolute vs timm default (antialias=True)',
-                    ours='LearnableAbsolutePE', reference='timm', grids=GRIDS)
+                    ours='LearnableAbsolutePE', reference='timm', grids=GRIDS,
+                    function='resample_abs_pos_embed (antialias=True)')
     H, W = case['hw']
     tH, tW = FIX['train_grid']
     pe = LearnableAbsolutePE(C, num_extra_tokens=1, grid_size=(tH, tW))

@@ -19,7 +19,8 @@ CASES = FIX['cases']
 @pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
 def test_peg(case, parity):
     parity.describe(method='PEG (CPVT)', ours=f'PEG(stride={case["stride"]})',
-                    reference='twins_peg', grids='4x4, 3x5, 6x5; train, eval')
+                    reference='twins_peg', grids='4x4, 3x5, 6x5; train, eval',
+                    function='PosCNN.forward')
     peg = PEG(FIX['channels'], stride=case['stride'])
     peg.load_state_dict({'proj.0.weight': case['weight'], 'proj.0.bias': case['bias']})
     peg.train(case['mode'] == 'train')
