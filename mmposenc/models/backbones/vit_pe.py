@@ -70,11 +70,17 @@ class PEViT(BaseModule):
     <https://arxiv.org/abs/2010.11929>`_ / `DeiT <https://arxiv.org/abs/2012.12877>`_).
     ``pos_encoding`` is one config dict, or a list of them applied in order, of any
     :class:`~mmposenc.models.layers.BasePositionEncoding` in the registry (``'NoPositionEncoding'``,
-    ``'LearnableAbsolutePE'``, ``'SinCos2dPE'``, ``'RoPE2d'``, ``'RelativePositionBias2d'``,
-    ``'CoPE'``, ``'CAPE2d'``, ``'SaPE2'``, ``'PEGPositionEncoding'``). The backbone fills in
-    ``embed_dims``, ``num_heads``, ``num_layers``, ``num_extra_tokens`` and, for encodings
-    that take it, ``grid_size = img_size // patch_size``. Inputs of any size run: the
-    patch grid is whatever the image gives.
+    ``'LearnableAbsolutePE'``, ``'SinCos2dPE'``, ``'RoPE2d'``, ``'RoPEMixed'``,
+    ``'DINOv3RoPE'``, ``'RelativePositionBias2d'``, ``'CoPE'``, ``'CAPE2d'``, ``'SaPE2'``,
+    ``'PEGPositionEncoding'``, ...). The backbone fills in ``embed_dims``, ``num_heads``,
+    ``num_layers``, ``num_extra_tokens`` and, for encodings that take it,
+    ``grid_size = img_size // patch_size``. Inputs of any size run: the patch grid is
+    whatever the image gives.
+
+    Every layer's attention asks each encoding for its own ``transform_qk`` /
+    ``attn_bias`` with the layer's index, so a rotary encoding computes its angles once per
+    block: ``DINOv3RoPE`` in training draws its coordinate augmentation afresh in every block,
+    as DINOv3's ViT does (``train_draw='per_forward'`` shares one draw by all blocks).
 
     Args:
         arch (str | dict): ``'tiny'``/``'t'``, ``'small'``/``'s'``, ``'base'``/``'b'``,
