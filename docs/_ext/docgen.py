@@ -164,7 +164,9 @@ API_MODULES = [
     ('Backbones', 'mmposenc.models.backbones'),
     ('Necks', 'mmposenc.models.necks'),
     ('Detectors (import mmdet / mmseg)', 'mmposenc.models.detectors'),
-    ('Padding masks', 'mmposenc.models.utils'),
+    ('Padding-exact mode: masks, image sizes, switch, masked primitives',
+     'mmposenc.models.padding_exact'),
+    ('Shared helpers', 'mmposenc.models.utils'),
     ('Test-time augmentation', 'mmposenc.models.tta'),
     ('Datasets and samplers', 'mmposenc.datasets'),
     ('Engine: checkpoints, mixed precision, quiet init', 'mmposenc.engine'),
@@ -199,8 +201,9 @@ def registered_classes():
         if not isinstance(registry, Registry) or registry.scope != 'mmposenc':
             continue
         registry.import_from_location()
-        for cls in registry.module_dict.values():
-            out.setdefault(cls, []).append(rname)
+        for cls in registry.module_dict.values():  # a renamed class: once per alias
+            if rname not in out.setdefault(cls, []):
+                out[cls].append(rname)
     return out
 
 

@@ -23,7 +23,7 @@ from mmposenc.models.backbones import CPVT, PVTPEG, SwinPEG
 from mmposenc.models.backbones.cpvt import EXACT_STEPS as CPVT_STEPS
 from mmposenc.models.backbones.pvt_peg import EXACT_STEPS as PVT_STEPS
 from mmposenc.models.backbones.swin_peg import EXACT_STEPS as SWIN_STEPS
-from mmposenc.models.utils.padding_exact import backbone_image_shapes
+from mmposenc.models.padding_exact import backbone_image_shapes
 
 pytest.importorskip('mmdet')
 
@@ -143,7 +143,7 @@ def small_cpvt(inputs, **kwargs):
 
 
 def resnet_steps():
-    from mmposenc.models.detectors.padding_exact_resnet import EXACT_STEPS
+    from mmposenc.models.detectors.padding_exact.resnet import EXACT_STEPS
     return EXACT_STEPS
 
 

@@ -22,8 +22,7 @@ from mmposenc.models.backbones import CPVT, PerViT
 from mmposenc.models.backbones.pervit import EXACT_STEPS as PERVIT_STEPS
 from mmposenc.models.necks import SimplePyramid
 from mmposenc.models.necks.simple_pyramid import EXACT_STEPS as PYRAMID_STEPS
-from mmposenc.models.utils import feature_padding_masks
-from mmposenc.models.utils.padding_exact import backbone_image_shapes
+from mmposenc.models.padding_exact import backbone_image_shapes, feature_padding_masks
 
 pytest.importorskip('mmdet')
 

@@ -102,8 +102,7 @@ def test_one_line_turns_it_off_and_off_is_mmdet_resnet_bit_for_bit(tmp_path, coc
     it does not."""
     from mmdet.models.backbones import ResNet
 
-    from mmposenc.models.utils import backbone_image_shapes
-    from mmposenc.models.utils.padding_exact import padding_exact_parts
+    from mmposenc.models.padding_exact import backbone_image_shapes, padding_exact_parts
     inputs, shapes = coco_batch
     cfg_off = load(user_config(tmp_path, SHAPES, OFF_LINE))
     assert cfg_off.model.padding_exact is False
@@ -133,7 +132,7 @@ def test_model_switch_on_turns_the_backbone_on_and_refuses_a_part_built_off(tmp_
     """``padding_exact=True`` at the model level turns on the parts whose configs write
     ``padding_exact`` (the backbone of a config shipped with it off gets its masking hooks:
     a part is built for its mode) and checks every part: one built off is named."""
-    from mmposenc.models.detectors.padding_exact_resnet import _zero_before
+    from mmposenc.models.detectors.padding_exact.resnet import _zero_before
     assert load(SHAPES).model.backbone.padding_exact is False  # shipped off (its cost)
     on_cfg = user_config(tmp_path, SHAPES, ON_LINE)
     for path, on in ((SHAPES, False), (on_cfg, True)):
@@ -141,7 +140,7 @@ def test_model_switch_on_turns_the_backbone_on_and_refuses_a_part_built_off(tmp_
         assert backbone.padding_exact is on
         assert (_zero_before in backbone.conv1._forward_pre_hooks.values()) is on
     from mmposenc.models.detectors import PaddingExactResNet
-    from mmposenc.models.utils.padding_exact import apply_model_switch
+    from mmposenc.models.padding_exact import apply_model_switch
     model = nn.Module()
     model.backbone = PaddingExactResNet(depth=18, padding_exact=False)
     with pytest.raises(ValueError, match=r'Module: padding_exact=True but backbone built '
@@ -305,7 +304,7 @@ def test_seg_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_pat
     pytest.importorskip('mmseg')
     from mmseg.structures import SegDataSample
 
-    from mmposenc.models.utils.padding_exact import padding_exact_parts
+    from mmposenc.models.padding_exact import padding_exact_parts
     base = osp.join(REPO_ROOT, 'configs', config)
     models = {'on': build_seg(narrow_seg(load(base))),
               'off': build_seg(narrow_seg(load(user_config(tmp_path, base, OFF_LINE)))),
@@ -478,7 +477,7 @@ def test_dense_config_one_line_turns_it_off_and_checkpoints_load_both_ways(tmp_p
 
     from mmdet.structures import DetDataSample
 
-    from mmposenc.models.utils.padding_exact import padding_exact_parts
+    from mmposenc.models.padding_exact import padding_exact_parts
     base = osp.join(REPO_ROOT, 'configs', config)
     shipped = load(base)
     models = {'on': build(narrow(top_detections(copy.deepcopy(shipped)))),
@@ -534,7 +533,7 @@ def test_mask2former_resnet_frozen_norms_keep_training_exact(tmp_path, norm_eval
     from mmdet.models.backbones import ResNet
     from mmengine.registry import init_default_scope
 
-    from mmposenc.models.utils.padding_exact import backbone_image_shapes
+    from mmposenc.models.padding_exact import backbone_image_shapes
     from mmposenc.registry import MODELS
     import mmposenc.models.detectors  # noqa: F401
     base = osp.join(REPO_ROOT, 'configs', 'peg_mask2former',

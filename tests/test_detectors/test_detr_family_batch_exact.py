@@ -6,7 +6,7 @@ path, with their backbone in padding-exact mode, give a 480 x 640 and a 640 x 42
 (tests/test_detectors/detr_exact_harness.py). Widths are shrunk (a quarter-wide ResNet-18 or a
 one-block PVTPEG, one encoder and one decoder layer) and the Resize scale halved (CPU time: the
 configs' full 1333 x 800 gives 800 x 1067 and 1202 x 800, measured as exact with the harness
-script, docs/user_guides/batch_exact_eval.md); everything else is the config's.
+script, docs/user_guides/padding_exact_eval.md); everything else is the config's.
 
 DINO needs two fixes of its own (mmposenc/models/detectors/exact_queries.py), each shown to be
 needed. DINO runs in float64: its top-k ranks the encoder's scores, and in float32 two of an

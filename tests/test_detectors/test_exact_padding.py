@@ -281,7 +281,7 @@ def test_neck_gets_masks_in_every_mode_and_none_without_padding(monkeypatch):
                 assert all(m.any() for m in seen[0])
             else:
                 assert seen[0] is None
-    from mmposenc.models.detectors.exact_padding import _CALL_SAMPLES
+    from mmposenc.models.detectors.padding_exact.mixin import _CALL_SAMPLES
     assert _CALL_SAMPLES.get(model) is None  # nothing left behind
 
 

@@ -1,12 +1,12 @@
-"""mmposenc.models.utils.padding_masks: measured strides and exact feature-level padding masks
+"""mmposenc.models.padding_exact.masks: measured strides and exact feature-level padding masks
 (ceil(img / stride) valid cells), against brute force and against real conv arithmetic."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from mmposenc.models.utils import (conv_padding_masks, feature_padding_masks,
-                                   masks_from_valid_shapes, measure_stride,
-                                   valid_feature_shapes, valid_shapes_of_masks)
+from mmposenc.models.padding_exact import (conv_padding_masks, feature_padding_masks,
+                                           masks_from_valid_shapes, measure_stride,
+                                           valid_feature_shapes, valid_shapes_of_masks)
 
 
 def ceil_div(a, b):

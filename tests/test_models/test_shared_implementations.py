@@ -11,7 +11,7 @@ from mmcv.cnn import ConvModule
 
 from conftest import REPO_ROOT
 from mmposenc.models.layers import LearnableAbsolutePE, MaskedPEG, MultiLevelMaskedPEG
-from mmposenc.models.necks import masked_conv_module
+from mmposenc.models.padding_exact import masked_conv_module
 from mmposenc.models.utils.pos_embed import resize_pos_embed
 from mmposenc.utils.checkpoint_conversion import UnmappedKeysError
 

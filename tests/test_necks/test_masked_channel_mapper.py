@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from mmposenc.models.necks import MaskedChannelMapper, masked_group_norm
-from mmposenc.models.utils import feature_padding_masks
+from mmposenc.models.necks import MaskedChannelMapper
+from mmposenc.models.padding_exact import feature_padding_masks, masked_group_norm
 
 GN = dict(type='GN', num_groups=4)
 # the Deformable-DETR neck in small: 1x1 convs + GN, no activation, two extra stride-2 levels;

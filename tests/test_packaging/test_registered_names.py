@@ -44,11 +44,13 @@ REGISTERED = {
     ('MODELS', 'PaddingAwareSegMask2FormerHead'),
     ('MODELS', 'PaddingExactEncoderDecoder'),
     ('MODELS', 'PaddingExactMask2Former'),
+    ('MODELS', 'PaddingExactMask2FormerHead'),
     ('MODELS', 'PaddingExactMaskRCNN'),
     ('MODELS', 'PaddingExactRPNHead'),
     ('MODELS', 'PaddingExactResNet'),
     ('MODELS', 'PaddingExactRetinaHead'),
     ('MODELS', 'PaddingExactRetinaNet'),
+    ('MODELS', 'PaddingExactSegMask2FormerHead'),
     ('MODELS', 'PerViT'),
     ('MODELS', 'PeripheralDistanceEmbedding'),
     ('MODELS', 'PeripheralPE'),
@@ -85,6 +87,15 @@ def test_the_registered_names_are_the_pinned_set():
     found = registered_pairs()
     assert sorted(REGISTERED - found) == [], 'names that no longer register (keep an alias)'
     assert sorted(found - REGISTERED) == [], 'new names: add them to REGISTERED'
+
+
+def test_former_names_are_aliases_of_the_new_ones():
+    """A renamed type keeps its former name: both build the same class."""
+    from mmposenc import registry
+    registered_pairs()
+    for old, new in (('PaddingAwareMask2FormerHead', 'PaddingExactMask2FormerHead'),
+                     ('PaddingAwareSegMask2FormerHead', 'PaddingExactSegMask2FormerHead')):
+        assert registry.MODELS.get(old) is registry.MODELS.get(new) is not None, old
 
 
 def test_every_pinned_name_builds_from_its_scoped_type():

@@ -142,7 +142,7 @@ def _forward(name, model):
                     out_type='featmap').eval()
         return vit(img)
     if name == 'PaddingExactResNet':  # its exact path: a padded batch of 32x40 and 25x31
-        from mmposenc.models.utils import backbone_image_shapes
+        from mmposenc.models.padding_exact import backbone_image_shapes
         with backbone_image_shapes(model, [(32, 40), (25, 31)]):
             return model(img)
     if name in ('CPVT', 'PEViT', 'PVTPEG', 'PerViT', 'SwinPEG'):

@@ -55,7 +55,7 @@ the neck list with its ``padding_exact``; mmdet's ``Mask2Former`` as
 ``mmposenc.PaddingExactMask2Former``. Configs that already name these keep them.
 
 The image sizes are bound around each call by this tool too
-(:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`): for the detectors that
+(:func:`~mmposenc.models.padding_exact.backbone_image_shapes`): for the detectors that
 bind them themselves (mmposenc's, ``ExactPaddingMixin``) the same binding is made twice; for a
 host detector that does not bind them yet, the row is marked ``bound by the tool`` (it is the
 cost the mode will have once the detector binds, not what the config does today).
@@ -107,9 +107,8 @@ class BackboneWithPyramid(torch.nn.Module):
         self.backbone, self.neck = backbone, neck
 
     def forward(self, x):
-        from mmposenc.models.utils import feature_padding_masks
-        from mmposenc.models.utils.padding_exact import backbone_image_shapes, \
-            bound_image_shapes
+        from mmposenc.models.padding_exact import (backbone_image_shapes, bound_image_shapes,
+                                                   feature_padding_masks)
         shapes = bound_image_shapes(self, x)
         with backbone_image_shapes(self.backbone, shapes):
             feats = self.backbone(x)
@@ -223,7 +222,7 @@ def timer(device, clock: str = 'wall') -> Callable[[Callable], float]:
 
 
 def measure(name: str, args) -> Dict[str, Dict[str, float]]:
-    from mmposenc.models.utils.padding_exact import backbone_image_shapes
+    from mmposenc.models.padding_exact import backbone_image_shapes
     model = build(name).to(args.device)
     x, shapes = batch(args.size, args.device)
     clock = timer(args.device, args.clock)
@@ -437,7 +436,7 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools/
     from _coco128 import DEFAULT_COCO128, load_runner, set_padding_exact
     from _runner_utils import load_config
-    from mmposenc.models.utils.padding_exact import backbone_image_shapes
+    from mmposenc.models.padding_exact import backbone_image_shapes
 
     cfg = load_config(config)
     options = exact_options(cfg)

@@ -13,8 +13,10 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
-from ..utils.padding_exact import bound_image_shapes, refuse_uncovered, zero_padding
-from ..utils.padding_masks import masks_from_valid_shapes
+from ..padding_exact.binding import bound_image_shapes
+from ..padding_exact.masks import cells_after_stride, masks_from_valid_shapes, strided_shapes
+from ..padding_exact.ops import zero_padding
+from ..padding_exact.switch import refuse_uncovered
 from ..layers.generators.peg import PEG
 from ..utils.pos_embed import resize_pos_embed  # noqa: F401  (importable from here too)
 
@@ -202,8 +204,9 @@ class CPVT(BaseModule):
         norm_cfg (dict): Norm layers. Defaults to
             ``dict(type='LN', eps=1e-6)``.
         final_norm (bool): Normalise the last layer's output. Defaults to True.
-        padding_exact (bool): With the image sizes of a padded batch bound by
-            the detector (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`),
+        padding_exact (bool): With the image sizes of a padded batch given
+            (``forward``'s ``img_shapes``, passed by mmposenc's detectors, or
+            :func:`~mmposenc.models.padding_exact.backbone_image_shapes`),
             every image gets on its ``ceil(img / patch_size)`` cells (and in its
             class token / average) what it gets alone: padded pixels zeroed
             before the patch embedding (the image alone pads its partial patch
@@ -236,6 +239,10 @@ class CPVT(BaseModule):
     }
     essential_keys = {'embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'}
     OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
+
+    #: mmposenc's detectors and segmentors pass the image sizes of a padded batch as
+    #: ``forward``'s ``img_shapes`` (:func:`~mmposenc.models.padding_exact.run_backbone`)
+    takes_image_shapes = True
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -294,7 +301,7 @@ class CPVT(BaseModule):
             in_channels=in_channels, embed_dims=self.embed_dims, conv_type='Conv2d',
             kernel_size=patch_size, stride=patch_size, padding=0)
         self.patch_resolution = tuple(
-            math.ceil(s / patch_size) for s in _to_2tuple(img_size))
+            cells_after_stride(s, patch_size) for s in _to_2tuple(img_size))
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
         self.with_pos_embed = with_pos_embed
@@ -399,9 +406,14 @@ class CPVT(BaseModule):
             x = F.pad(x, (0, p - 1, 0, p - 1))
         return x
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(self, x: torch.Tensor,
+                img_shapes: Optional[Sequence[Sequence[int]]] = None
+                ) -> Tuple[torch.Tensor, ...]:
         """Args:
             x (Tensor): Images (B, in_channels, H, W), any H and W.
+            img_shapes (Sequence[Sequence[int]], optional): ``(h, w)`` of each image of a
+                padded batch (top-left of ``x``), for the padding-exact mode. None: those
+                bound by :func:`~mmposenc.models.padding_exact.backbone_image_shapes`, if any.
 
         Returns:
             tuple[Tensor]: One output per ``out_indices``: (B, C) for
@@ -412,16 +424,15 @@ class CPVT(BaseModule):
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
                              f'got {tuple(x.shape)}')
         B = x.shape[0]
-        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        valid = bound_image_shapes(self, x, img_shapes) if self.padding_exact else None
         steps = self._exact_steps
         mask = key_mask = None
         if valid is not None and 'patch_embed' in steps:
             x = zero_padding(x, masks_from_valid_shapes(valid, x.shape[-2:], x.device))
         x, hw_shape = self.patch_embed(self._pad_to_patches(x))
         if valid is not None:
-            p = self.patch_size
-            mask = masks_from_valid_shapes([(-(-h // p), -(-w // p)) for h, w in valid],
-                                           hw_shape, x.device)
+            mask = masks_from_valid_shapes(strided_shapes(valid, self.patch_size), hw_shape,
+                                           x.device)
             if 'keys' in steps:  # the extra tokens are keys of the image alone
                 key_mask = F.pad(mask.flatten(1), (self.num_extra_tokens, 0), value=False)
         if self.with_cls_token:

@@ -14,8 +14,9 @@ from mmposenc.registry import MODELS
 from ..layers.attention.mpa import MPA
 from ..layers.generators.peripheral import (PPE_INITS, build_peripheral_embedding,
                                             ppe_init_schedule)
-from ..utils.padding_exact import bound_image_shapes, zero_padding
-from ..utils.padding_masks import masks_from_valid_shapes
+from ..padding_exact.binding import bound_image_shapes
+from ..padding_exact.masks import cells_after_stride, masks_from_valid_shapes, strided_shapes
+from ..padding_exact.ops import zero_padding
 
 #: The steps of PerViT's padding-exact mode (each can be left out to show it is needed): zero
 #: the padded pixels / cells before every stem convolution (``'stem'``) and the padded tokens
@@ -30,16 +31,12 @@ _PER_CELL_NORMS = ('BN', 'BN2d', 'SyncBN')
 Shape = Tuple[int, int]
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _own_cells(size: int, scale: float, token_stride: int) -> int:
     """``ceil(size / stride)``: the cells of an image of ``size`` pixels in a map of stride
     ``token_stride / scale`` (``scale`` a featmap scale: 4, 2, 1, 0.5 or 0.25)."""
     if scale >= 1:
-        return _ceil_div(size * int(scale), token_stride)
-    return _ceil_div(size, token_stride * round(1 / scale))
+        return cells_after_stride(size * int(scale), token_stride)
+    return cells_after_stride(size, token_stride * round(1 / scale))
 
 
 class PerViTMlp(BaseModule):
@@ -249,12 +246,12 @@ def pervit_flops(embed_dims: Sequence[int],
     if conv_stem:
         c_in = in_channels
         for c in stem_channels:
-            h, w = -(-h // 2), -(-w // 2)
+            h, w = cells_after_stride(h, 2), cells_after_stride(w, 2)
             macs += h * w * c * c_in * 9
             c_in = c
         macs += h * w * c_in * c_in
     else:
-        h, w = -(-h // 16), -(-w // 16)
+        h, w = cells_after_stride(h, 16), cells_after_stride(w, 16)
         macs += h * w * embed_dims[0] * in_channels * 16 * 16
     n = h * w
     widths = [d for d, k in zip(embed_dims, depths) for _ in range(k)]
@@ -350,11 +347,12 @@ class PerViT(BaseModule):
         with_cp (bool): Activation checkpointing per block in training: a block keeps only
             its input and is recomputed in backward (at 1333 x 800 the ``B x heads x N x N``
             attention probabilities of 12 blocks dominate the memory). Defaults to False.
-        padding_exact (bool): With the image sizes of a padded batch bound by the detector
-            (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`), every
-            image gets on its ``ceil(img / stride)`` cells of every output what it gets
-            alone: the padded pixels / cells zeroed before every stem convolution (the zero
-            padding of the image alone; the patchify stem's partial patch included), the
+        padding_exact (bool): With the image sizes of a padded batch given (``forward``'s
+            ``img_shapes``, passed by mmposenc's detectors, or
+            :func:`~mmposenc.models.padding_exact.backbone_image_shapes`), every image gets
+            on its ``ceil(img / stride)`` cells of every output what it gets alone: the
+            padded pixels / cells zeroed before every stem convolution (the zero padding of
+            the image alone; the patchify stem's partial patch included), the
             padded tokens zeroed before every CPE, every MPA run on the image's own
             ``ceil(img / 16)`` token grid (Phi_p of that grid, no padded key: Phi_p depends
             on the whole grid; ``ceil(img / 2 ** len(stem_channels))`` for a custom C-stem),
@@ -384,6 +382,10 @@ class PerViT(BaseModule):
             'stem_channels': [64, 192, 256, 312], 'drop_path_rate': 0.2}),
     }
     essential_keys = {'embed_dims', 'depths', 'num_heads', 'stem_channels'}
+
+    #: mmposenc's detectors and segmentors pass the image sizes of a padded batch as
+    #: ``forward``'s ``img_shapes`` (:func:`~mmposenc.models.padding_exact.run_backbone`)
+    takes_image_shapes = True
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -577,7 +579,7 @@ class PerViT(BaseModule):
             return self.stem(x)
         for k, unit in enumerate(self.stem):
             if 'stem' in steps:
-                cells = [(_ceil_div(h, 2**k), _ceil_div(w, 2**k)) for h, w in valid]
+                cells = strided_shapes(valid, 2**k)
                 x = zero_padding(x, masks_from_valid_shapes(cells, x.shape[-2:], x.device))
             x = unit(x)
         return self.stem_proj(x)
@@ -593,10 +595,18 @@ class PerViT(BaseModule):
             x = zero_padding(x, mask, float('-inf'))
         return resampler(x)
 
-    def forward(self, x: torch.Tensor):
+    def forward(self, x: torch.Tensor,
+                img_shapes: Optional[Sequence[Sequence[int]]] = None):
         """Images ``(B, C_in, H, W)`` -> tuple of ``(B, C_i, H/16, W/16)`` maps (times the
-        ``featmap_scales``), one per ``out_indices``."""
-        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        ``featmap_scales``), one per ``out_indices``.
+
+        Args:
+            x (Tensor): Images (B, C_in, H, W).
+            img_shapes (Sequence[Sequence[int]], optional): ``(h, w)`` of each image of a
+                padded batch (top-left of ``x``), for the padding-exact mode. None: those
+                bound by :func:`~mmposenc.models.padding_exact.backbone_image_shapes`, if any.
+        """
+        valid = bound_image_shapes(self, x, img_shapes) if self.padding_exact else None
         steps = self._exact_steps
         x = self._stem(x, valid)
         b, _, h, w = x.shape
@@ -604,7 +614,7 @@ class PerViT(BaseModule):
         tokens = mask = None  # the token grid each image owns, and its mask
         if valid is not None:
             t = self.token_stride
-            tokens = [(_ceil_div(ih, t), _ceil_div(iw, t)) for ih, iw in valid]
+            tokens = strided_shapes(valid, t)
             mask = masks_from_valid_shapes(tokens, hw_shape, x.device)
         x = x.flatten(2).transpose(1, 2)
         feats = {}

@@ -13,8 +13,11 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG, map_to_tokens, tokens_to_map
-from ..utils.padding_exact import bound_image_shapes, refuse_uncovered, zero_padding
-from ..utils.padding_masks import masks_from_valid_shapes, valid_shapes_of_masks
+from ..padding_exact.binding import bound_image_shapes
+from ..padding_exact.masks import (cells_after_stride, masks_from_valid_shapes, strided_shapes,
+                                   valid_shapes_of_masks)
+from ..padding_exact.ops import zero_padding
+from ..padding_exact.switch import refuse_uncovered
 from ..utils.pos_embed import resize_pos_embed
 
 #: The masking steps of PVTPEG's padding-exact mode (each can be left out to show it is needed):
@@ -209,9 +212,9 @@ class PVTPEG(BaseModule):
             ``dict(type='LN', eps=1e-6)``.
         final_norm (bool): Normalise the last stage's output (as the
             classifier). Defaults to True.
-        padding_exact (bool): With the image sizes of a padded batch bound by
-            the detector (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`,
-            done by ``ExactPaddingMixin``), every image gets on its
+        padding_exact (bool): With the image sizes of a padded batch given
+            (``forward``'s ``img_shapes``, passed by mmposenc's detectors, or
+            :func:`~mmposenc.models.padding_exact.backbone_image_shapes`), every image gets on its
             ``ceil(img / stride)`` cells the maps it gets alone (zero elsewhere):
             the padded cells are zeroed before every patch embedding, PEG and
             spatial-reduction convolution (the zero padding the image alone
@@ -245,6 +248,10 @@ class PVTPEG(BaseModule):
     essential_keys = {'embed_dims', 'num_heads', 'mlp_ratios', 'depths', 'sr_ratios'}
 
     OUT_TYPES = ('featmap', 'cls_token')
+
+    #: mmposenc's detectors and segmentors pass the image sizes of a padded batch as
+    #: ``forward``'s ``img_shapes`` (:func:`~mmposenc.models.padding_exact.run_backbone`)
+    takes_image_shapes = True
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -309,12 +316,12 @@ class PVTPEG(BaseModule):
         self.with_peg = with_peg
         self.with_pos_embed = with_pos_embed
         img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
-        grid = [-(-s // patch_size) for s in img_size]
+        grid = [cells_after_stride(s, patch_size) for s in img_size]
         #: The grid each stage's position embedding is made for (img_size / 4, 8, 16, 32).
         self.pos_embed_shapes = []
         for i in range(self.num_stages):
             if i:
-                grid = [-(-g // 2) for g in grid]
+                grid = [cells_after_stride(g, 2) for g in grid]
             self.pos_embed_shapes.append(tuple(grid))
         if with_pos_embed:
             #: PVT v1's absolute position embeddings, one per stage (the last one with the
@@ -386,21 +393,25 @@ class PVTPEG(BaseModule):
             if state_dict[name].shape[1] == h * w + 1:
                 state_dict[name] = state_dict[name][:, 1:]
 
-    def forward(self, x: torch.Tensor):
+    def forward(self, x: torch.Tensor,
+                img_shapes: Optional[Sequence[Sequence[int]]] = None):
         """Args:
             x (Tensor): Images (B, in_channels, H, W), any H and W.
+            img_shapes (Sequence[Sequence[int]], optional): ``(h, w)`` of each image of a
+                padded batch (top-left of ``x``), for the padding-exact mode. None: those
+                bound by :func:`~mmposenc.models.padding_exact.backbone_image_shapes`, if any.
 
         Returns:
             tuple[Tensor]: (B, C_i, H_i, W_i) maps of the ``out_indices``
             stages (strides 4, 8, 16, 32 for the default patch size); the
             final-normalised class token (B, C) for ``out_type='cls_token'``.
-            In padding-exact mode with image sizes bound, each image's maps on
+            In padding-exact mode with image sizes given, each image's maps on
             its cells are those of the image alone, zero elsewhere.
         """
         if x.dim() != 4:
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
                              f'got {tuple(x.shape)}')
-        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        valid = bound_image_shapes(self, x, img_shapes) if self.padding_exact else None
         steps = self._exact_steps
         mask = None
         outs = []
@@ -409,7 +420,7 @@ class PVTPEG(BaseModule):
                 if 'patch_embed' in steps:  # the image alone reads zeros in a partial patch
                     x = zero_padding(x, masks_from_valid_shapes(valid, x.shape[-2:], x.device))
                 k = self.patch_embeds[i].projection.stride
-                valid = [(-(-h // k[0]), -(-w // k[1])) for h, w in valid]  # 'corner' padding
+                valid = strided_shapes(valid, tuple(k))  # 'corner' padding
             x, hw_shape = self.patch_embeds[i](x)
             if valid is not None:
                 mask = masks_from_valid_shapes(valid, hw_shape, x.device)

@@ -9,8 +9,10 @@ from mmengine.model import BaseModule, ModuleList
 
 from mmposenc.registry import MODELS
 from ..layers.generators.peg import PEG, tokens_to_map
-from ..utils.padding_exact import bound_image_shapes, refuse_uncovered, zero_padding
-from ..utils.padding_masks import masks_from_valid_shapes
+from ..padding_exact.binding import bound_image_shapes
+from ..padding_exact.masks import cells_after_stride, masks_from_valid_shapes, strided_shapes
+from ..padding_exact.ops import zero_padding
+from ..padding_exact.switch import refuse_uncovered
 
 #: The masking steps of SwinPEG's padding-exact mode (each can be left out to show it is needed):
 #: zero the padded cells before the patch embedding (``'patch_embed'``), every PEG (``'peg'``),
@@ -25,7 +27,7 @@ MASKED = -1e4
 
 
 def _ceil_to(v: int, m: int) -> int:
-    return -(-v // m) * m
+    return cells_after_stride(v, m) * m
 
 
 def exact_window_attention(attn, query: torch.Tensor, hw_shape, valid, steps=EXACT_STEPS):
@@ -131,9 +133,9 @@ class SwinPEG(BaseModule):
         drop_rate (float): Dropout after the patch embedding. Defaults to 0.
         drop_path_rate (float): Stochastic depth. Defaults to 0.1.
         norm_cfg (dict): Output norms. Defaults to ``dict(type='LN')``.
-        padding_exact (bool): With the image sizes of a padded batch bound by
-            the detector (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`,
-            done by ``ExactPaddingMixin``), every image gets on its
+        padding_exact (bool): With the image sizes of a padded batch given
+            (``forward``'s ``img_shapes``, passed by mmposenc's detectors, or
+            :func:`~mmposenc.models.padding_exact.backbone_image_shapes`), every image gets on its
             ``ceil(img / stride)`` cells the maps it gets alone from stock Swin
             (zero elsewhere): padded cells zeroed before the patch embedding,
             every PEG, window attention and patch merging, and in the windows
@@ -158,6 +160,10 @@ class SwinPEG(BaseModule):
                                             num_heads=[4, 8, 16, 32])),
     }
     essential_keys = {'embed_dims', 'depths', 'num_heads'}
+
+    #: mmposenc's detectors and segmentors pass the image sizes of a padded batch as
+    #: ``forward``'s ``img_shapes`` (:func:`~mmposenc.models.padding_exact.run_backbone`)
+    takes_image_shapes = True
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -222,9 +228,13 @@ class SwinPEG(BaseModule):
         for i in out_indices:
             self.add_module(f'norm{i}', build_norm_layer(norm_cfg, self.num_features[i])[1])
 
-    def forward(self, x: torch.Tensor):
+    def forward(self, x: torch.Tensor,
+                img_shapes: Optional[Sequence[Sequence[int]]] = None):
         """Args:
             x (Tensor): Images (B, in_channels, H, W), any H and W.
+            img_shapes (Sequence[Sequence[int]], optional): ``(h, w)`` of each image of a
+                padded batch (top-left of ``x``), for the padding-exact mode. None: those
+                bound by :func:`~mmposenc.models.padding_exact.backbone_image_shapes`, if any.
 
         Returns:
             tuple[Tensor]: (B, C_i, H_i, W_i) maps of the ``out_indices``
@@ -233,7 +243,7 @@ class SwinPEG(BaseModule):
         if x.dim() != 4:
             raise ValueError(f'{type(self).__name__} expects images of shape (B, C, H, W), '
                              f'got {tuple(x.shape)}')
-        valid = bound_image_shapes(self, x) if self.padding_exact else None
+        valid = bound_image_shapes(self, x, img_shapes) if self.padding_exact else None
         if valid is not None:
             return self._exact_forward(x, valid)
         x, hw_shape = self.patch_embed(x)
@@ -262,7 +272,7 @@ class SwinPEG(BaseModule):
         if 'patch_embed' in steps:
             x = zero_padding(x, masks_from_valid_shapes(valid, x.shape[-2:], x.device))
         k = self.patch_embed.projection.stride
-        valid = [(-(-h // k[0]), -(-w // k[1])) for h, w in valid]  # 'corner' padding
+        valid = strided_shapes(valid, tuple(k))  # 'corner' padding
         x, hw_shape = self.patch_embed(x)
         x = self.drop_after_pos(x)
         outs = []
@@ -281,5 +291,5 @@ class SwinPEG(BaseModule):
                 if 'downsample' in steps:  # the 2 x 2 merging pads the image with zeros
                     x = zero_tokens(x, mask)
                 x, hw_shape = stage.downsample(x, hw_shape)
-                valid = [(-(-h // 2), -(-w // 2)) for h, w in valid]
+                valid = strided_shapes(valid, 2)
         return tuple(outs)

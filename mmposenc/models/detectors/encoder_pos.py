@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from mmposenc.registry import MODELS
 from ..utils.call_state import CallState
-from .exact_padding import ExactPaddingMixin
+from .padding_exact.mixin import ExactPaddingMixin
 from .rotary_encoder import bind_rotary_angles, install_rotary_attention
 
 #: Rotary encoder positions (dot-product self-attention only: DETR, Conditional-DETR, DAB-DETR)

@@ -1,4 +1,3 @@
 """Necks of mmposenc (pure torch + mmengine/mmcv, no host imports)."""
 from .simple_pyramid import SimplePyramid  # noqa: F401
-from .masked_channel_mapper import (MaskedChannelMapper, masked_conv_module,  # noqa: F401
-                                    masked_group_norm)
+from .masked_channel_mapper import MaskedChannelMapper  # noqa: F401

@@ -1,92 +1,18 @@
-"""mmdet's ``ChannelMapper`` made exact for padded batches (GroupNorm over valid positions)."""
+"""mmdet's ``ChannelMapper`` made padding-exact (GroupNorm over valid positions)."""
 from typing import List, Optional, Sequence, Tuple, Union
 
-import torch
 from mmcv.cnn import ConvModule
 from mmcv.cnn.bricks.wrappers import Conv2d as EmptyTensorConv2d
 from mmengine.model import BaseModule
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from mmposenc.registry import MODELS
-from ..utils.padding_masks import (as_bool_padding_mask, conv_padding_masks,
-                                   valid_shapes_of_masks)
+from ..padding_exact.masks import as_bool_padding_mask
+from ..padding_exact.ops import masked_conv_module
 
 #: the convolutions the masked path is exact for: torch's (conv_cfg None or 'Conv2d') and
 #: mmcv's empty-tensor wrapper of it ('Conv'); both zero-pad by ``conv.padding``
 _PLAIN_CONVS = (nn.Conv2d, EmptyTensorConv2d)
-
-
-def masked_group_norm(x: Tensor, norm: nn.GroupNorm, padding_mask: Tensor) -> Tensor:
-    """GroupNorm with each image's statistics taken over its valid positions only.
-
-    Args:
-        x (Tensor): Maps (bs, C, h, w).
-        norm (nn.GroupNorm): Provides ``num_groups``, ``eps`` and the affine parameters.
-        padding_mask (Tensor): Bool (bs, h, w), True at padded positions; each image's valid
-            positions a top-left rectangle (as all padding masks of mmdet's detectors).
-
-    Returns:
-        Tensor: (bs, C, h, w): on each image's valid rectangle, ``norm`` of that rectangle
-        alone (the same kernel on the same values); zero on the padding.
-
-    Examples:
-        >>> gn = nn.GroupNorm(2, 4)
-        >>> x, mask = torch.randn(1, 4, 3, 5), torch.ones(1, 3, 5, dtype=torch.bool)
-        >>> mask[:, :2, :4] = False
-        >>> out = masked_group_norm(x, gn, mask)
-        >>> torch.equal(out[..., :2, :4], gn(x[..., :2, :4])), bool((out[..., 2:, :] == 0).all())
-        (True, True)
-    """
-    out = x.new_zeros(x.shape)
-    for i, (h, w) in enumerate(valid_shapes_of_masks(padding_mask).tolist()):
-        out[i, :, :h, :w] = F.group_norm(x[i:i + 1, :, :h, :w], norm.num_groups, norm.weight,
-                                         norm.bias, norm.eps)[0]
-    return out
-
-
-def masked_conv_module(module: ConvModule, x: Tensor,
-                       padding_mask: Tensor) -> Tuple[Tensor, Tensor]:
-    """An mmcv ``ConvModule`` (conv, norm, activation) on padded maps, each image's valid
-    cells computed as for the image alone.
-
-    Padded cells are zeroed before a convolution wider than 1x1 (the zero padding the image
-    alone has), a GroupNorm takes each image's statistics over its valid cells alone
-    (:func:`masked_group_norm`), and the padded cells of the output are zero. The convolution
-    must zero-pad (see :class:`MaskedChannelMapper`, which refuses others at construction).
-
-    Args:
-        module (ConvModule): The conv module.
-        x (Tensor): Maps (bs, C_in, h, w).
-        padding_mask (Tensor): Bool (bs, h, w), True at padded cells (top-left valid
-            rectangles).
-
-    Returns:
-        tuple[Tensor, Tensor]: The output (bs, C_out, h', w') and its bool mask
-        (bs, h', w') (:func:`~mmposenc.models.utils.conv_padding_masks`).
-
-    Examples:
-        >>> m = ConvModule(4, 8, 3, padding=1, norm_cfg=dict(type='GN', num_groups=2))
-        >>> mask = torch.ones(2, 6, 7, dtype=torch.bool)
-        >>> mask[0, :6, :5] = mask[1, :4, :7] = False
-        >>> out, out_mask = masked_conv_module(m, torch.randn(2, 4, 6, 7), mask)
-        >>> tuple(out.shape), torch.equal(out_mask, mask)
-        ((2, 8, 6, 7), True)
-    """
-    conv = module.conv
-    if any(k > 1 for k in conv.kernel_size):  # a 1x1 conv does not mix positions
-        x = x.masked_fill(padding_mask[:, None], 0)
-    x = conv(x)
-    out_mask = conv_padding_masks(padding_mask, x.shape[-2:], conv.kernel_size, conv.stride,
-                                  conv.padding, conv.dilation)
-    if module.with_norm:
-        if isinstance(module.norm, nn.GroupNorm):
-            x = masked_group_norm(x, module.norm, out_mask)
-        else:
-            x = module.norm(x)
-    if module.with_activation:
-        x = module.activate(x)
-    return x.masked_fill(out_mask[:, None], 0), out_mask
 
 
 @MODELS.register_module()
@@ -103,8 +29,9 @@ class MaskedChannelMapper(BaseModule):
       zero-padded there by the convolution itself), in particular before the extra stride-2
       level, which otherwise convolves the backbone's responses to the padding into the
       image's border;
-    - GroupNorm normalises each image's valid rectangle on its own (:func:`masked_group_norm`:
-      torch's kernel on the crop), not with statistics pooled over the padded area;
+    - GroupNorm normalises each image's valid rectangle on its own
+      (:func:`~mmposenc.models.padding_exact.masked_group_norm`: torch's kernel on the crop),
+      not with statistics pooled over the padded area;
     - padded positions of every output are zero.
 
     The masks of the extra levels follow from the convolution arithmetic (the cells the same
@@ -170,7 +97,7 @@ class MaskedChannelMapper(BaseModule):
         for module in self.modules():
             if isinstance(module, ConvModule):
                 self._check_supported(module, conv_cfg)
-        #: :class:`~mmposenc.models.detectors.ExactPaddingMixin` passes padding masks to
+        #: :class:`~mmposenc.models.detectors.PaddingExactMixin` passes padding masks to
         #: necks that declare this
         self.takes_padding_masks = True
 
@@ -204,8 +131,9 @@ class MaskedChannelMapper(BaseModule):
         Args:
             inputs (Sequence[Tensor]): Maps (bs, in_channels[i], h_i, w_i).
             padding_masks (Sequence[Tensor], optional): Bool (bs, h_i, w_i) per input, True
-                at padded cells (e.g. from :func:`~mmposenc.models.utils.feature_padding_masks`;
-                0/1 masks of another dtype are read as bool). None: no padding.
+                at padded cells (e.g. from
+                :func:`~mmposenc.models.padding_exact.feature_padding_masks`; 0/1 masks of
+                another dtype are read as bool). None: no padding.
 
         Returns:
             tuple[Tensor]: ``num_outs`` maps (bs, out_channels, h, w).

@@ -8,10 +8,9 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model import BaseModule, ModuleList
 
 from mmposenc.registry import MODELS
-from ..utils.padding_exact import zero_padding
-from ..utils.padding_masks import as_bool_padding_mask, masks_from_valid_shapes, \
-    valid_shapes_of_masks
-from .masked_channel_mapper import masked_group_norm
+from ..padding_exact.masks import (as_bool_padding_mask, masks_from_valid_shapes,
+                                   valid_shapes_of_masks)
+from ..padding_exact.ops import masked_group_norm, zero_padding
 
 #: The steps of SimplePyramid's padding-exact mode (each can be left out to show it is
 #: needed): ``-inf`` at the padded cells before max-pooling (``'pool'``), GroupNorm statistics
@@ -58,7 +57,7 @@ class SimplePyramid(BaseModule):
             ``dict(type='GELU')``.
         padding_exact (bool): Take the padding masks of the input maps
             (``forward(inputs, padding_masks)``; the detectors of mmposenc,
-            :class:`~mmposenc.models.detectors.ExactPaddingMixin`, pass them, also
+            :class:`~mmposenc.models.detectors.PaddingExactMixin`, pass them, also
             to a ``SimplePyramid`` in a list ``neck=[...]``) and give every image
             of a padded batch, on the cells its map has alone, what it gets
             alone: ``-inf`` at the padded cells before max-pooling (its
@@ -123,7 +122,7 @@ class SimplePyramid(BaseModule):
 
     @property
     def takes_padding_masks(self) -> bool:
-        """:class:`~mmposenc.models.detectors.ExactPaddingMixin` passes padding masks to
+        """:class:`~mmposenc.models.detectors.PaddingExactMixin` passes padding masks to
         necks that declare this: ``padding_exact``."""
         return self.padding_exact
 
@@ -136,7 +135,7 @@ class SimplePyramid(BaseModule):
             padding_masks (Sequence[Tensor], optional): Bool (B, H, W) per
                 input, True at padded cells (each image's cells a top-left
                 rectangle, e.g. from
-                :func:`~mmposenc.models.utils.feature_padding_masks`): every
+                :func:`~mmposenc.models.padding_exact.feature_padding_masks`): every
                 image gets what it gets alone on its cells (see
                 ``padding_exact``). None: no padding.
 

@@ -1,7 +1,4 @@
-"""Helpers shared by the necks and the detectors (pure torch, no host imports)."""
+"""Helpers shared across mmposenc's models that belong to no one concept (pure torch, no host
+imports); the padding-exact mode's are in :mod:`mmposenc.models.padding_exact`."""
 from .call_state import CallState  # noqa: F401
-from .padding_exact import backbone_image_shapes, bound_image_shapes, zero_padding  # noqa: F401
-from .padding_masks import (as_bool_padding_mask, conv_padding_masks,  # noqa: F401
-                            feature_padding_masks, masks_from_valid_shapes, measure_stride,
-                            valid_feature_shapes, valid_shapes_of_masks)
 from .stable_sort import StableSort  # noqa: F401

@@ -35,7 +35,7 @@ from torch import Tensor
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposenc.registry import MODELS
-from ...utils.padding_masks import as_bool_padding_mask
+from ...padding_exact.masks import as_bool_padding_mask
 
 
 def _check_padding_mask(mask: Tensor, batch_size: int, num_tokens: int,

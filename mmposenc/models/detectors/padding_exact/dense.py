@@ -1,4 +1,4 @@
-"""RetinaNet and Mask R-CNN exact on padded batches (issue 20, item 2).
+"""RetinaNet and Mask R-CNN in padding-exact mode (issue 20, item 2).
 
 With a padding-exact backbone (``PVTPEG`` / ``SwinPEG`` / ``CPVT`` with ``padding_exact=True``,
 ``mmposenc.PaddingExactResNet``), each image of a padded batch gets what it gets alone when the
@@ -19,7 +19,7 @@ rest of the detector keeps to the image's own cells (``ceil(img / stride)`` per 
   the RoI heads get each image's maps edge-replicated into the padding;
 - :class:`PaddingExactRetinaNet` / :class:`PaddingExactMaskRCNN`: bind the image sizes for the
   backbone and pass the neck its masks
-  (:class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin`).
+  (:class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`).
 
 Nothing bound (no padded image, ONNX export): mmdet's computation. Training runs the same masked
 forward (anchors over padding stay in the loss as mmdet assigns them).
@@ -34,18 +34,24 @@ from mmdet.models.necks import FPN
 from mmdet.structures import SampleList
 from torch import Tensor, nn
 
+from mmposenc.models.padding_exact.masks import (conv_padding_masks, masks_from_valid_shapes,
+                                                 valid_feature_shapes)
+from mmposenc.models.padding_exact.ops import masked_conv_module
+from mmposenc.models.utils.call_state import CallState
+from mmposenc.models.utils.stable_sort import StableSort
 from mmposenc.registry import MODELS
-from ..necks.masked_channel_mapper import masked_conv_module
-from ..utils.call_state import CallState
-from ..utils.stable_sort import StableSort
-from ..utils.padding_masks import (conv_padding_masks, masks_from_valid_shapes,
-                                   valid_feature_shapes)
-from .exact_padding import ExactPaddingMixin, padded_batch
+from .mixin import PaddingExactMixin, padded_batch
 
 #: The image shapes of each dense head's running ``predict`` / ``loss`` (thread / task local).
-_HEAD_SHAPES = CallState('mmposenc_dense_head_img_shapes')
+_HEAD_SHAPES = CallState(
+    'mmposenc_dense_head_img_shapes',
+    why="mmdet's BaseDenseHead.predict / loss / loss_and_predict call self(x) with no data "
+    "samples: the head's forward needs each image's img_shape")
 #: The padding mask of the level each dense head's ``forward_single`` is running on.
-_LEVEL_MASK = CallState('mmposenc_dense_head_level_mask')
+_LEVEL_MASK = CallState(
+    'mmposenc_dense_head_level_mask',
+    why="mmdet's RetinaHead / RPNHead.forward_single(x) call their convolutions as conv(x): "
+    'the level mask reaches them only through forward pre-hooks')
 
 
 @MODELS.register_module()
@@ -53,7 +59,7 @@ class MaskedFPN(FPN):
     """mmdet's :class:`~mmdet.models.necks.FPN` whose outputs on an image's own cells do not
     depend on the other images of a padded batch (see the module doc). Same arguments and
     state dict; ``forward`` also takes the backbone maps' padding masks (passed by
-    :class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin`); without them it is
+    :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`); without them it is
     mmdet's.
 
     Args:
@@ -76,7 +82,7 @@ class MaskedFPN(FPN):
 
     @property
     def takes_padding_masks(self) -> bool:
-        """ExactPaddingMixin passes the backbone maps' padding masks to necks that declare
+        """PaddingExactMixin passes the backbone maps' padding masks to necks that declare
         this: ``padding_exact``."""
         return self.padding_exact
 
@@ -235,7 +241,7 @@ class PaddingExactRPNHead(PaddingExactDenseHeadMixin, RPNHead):
 
 
 @MODELS.register_module()
-class PaddingExactRetinaNet(ExactPaddingMixin, RetinaNet):
+class PaddingExactRetinaNet(PaddingExactMixin, RetinaNet):
     """mmdet's :class:`~mmdet.models.detectors.RetinaNet` binding the image sizes for a
     padding-exact backbone and passing :class:`MaskedFPN` its masks (arguments and state dict
     are mmdet's). Exact end to end with :class:`PaddingExactRetinaHead`.
@@ -267,7 +273,7 @@ def edge_padded(feats: Sequence[Tensor], img_shapes: Sequence[Sequence[int]],
 
 
 @MODELS.register_module()
-class PaddingExactMaskRCNN(ExactPaddingMixin, MaskRCNN):
+class PaddingExactMaskRCNN(PaddingExactMixin, MaskRCNN):
     """mmdet's :class:`~mmdet.models.detectors.MaskRCNN` exact on padded batches with a
     padding-exact backbone, :class:`MaskedFPN` and :class:`PaddingExactRPNHead`: the image
     sizes bound for the backbone, the FPN's masks passed, and the RoI heads reading each
@@ -278,7 +284,7 @@ class PaddingExactMaskRCNN(ExactPaddingMixin, MaskRCNN):
         edge_pad_rois (bool): Edge-replicate the maps for the RoI heads on padded batches
             (off with the model's ``padding_exact=False``). Defaults to True.
         *args, **kwargs: Those of mmdet's ``MaskRCNN`` and
-            :class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin`.
+            :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`.
 
     Examples:
         >>> # in a config inheriting a Mask R-CNN config of configs/pvt_peg
@@ -290,7 +296,7 @@ class PaddingExactMaskRCNN(ExactPaddingMixin, MaskRCNN):
 
     def __init__(self, *args, edge_pad_rois: bool = True,
                  padding_exact: Optional[bool] = None, **kwargs) -> None:
-        # the model's switch (ExactPaddingMixin) off: mmdet's RoI reads too
+        # the model's switch (PaddingExactMixin) off: mmdet's RoI reads too
         self.edge_pad_rois = edge_pad_rois and padding_exact is not False
         super().__init__(*args, padding_exact=padding_exact, **kwargs)
 

@@ -1,4 +1,4 @@
-"""Exact feature-level padding masks of a padded batch (pure torch; shared by necks and detectors).
+"""Padding masks of the padding-exact mode and their arithmetic (pure torch).
 
 An image of ``img_h x img_w`` pixels alone gives a backbone feature map of
 ``ceil(img_h / s) x ceil(img_w / s)`` tokens at stride ``s`` (ResNet's stride-2 convolutions with
@@ -38,19 +38,48 @@ from torch import Tensor
 Shape = Tuple[int, int]
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+def cells_after_stride(size: int, stride: int) -> int:
+    """The cells an axis of ``size`` cells keeps after a stride-``stride`` layer that pads its
+    last partial window (``ceil(size / stride)``): what an image alone gets from a padded patch
+    embedding, a stride-2 "same" convolution or a ``ceil_mode`` pooling, and so the cells the
+    image owns in the map of a padded batch. The one place of this arithmetic in mmposenc.
+
+    Args:
+        size (int): Cells (or pixels) on the axis.
+        stride (int): The layer's stride on the axis.
+
+    Returns:
+        int: ``ceil(size / stride)``, in integers (exact for any size).
+
+    Examples:
+        >>> cells_after_stride(800, 32), cells_after_stride(810, 32), cells_after_stride(1, 4)
+        (25, 26, 1)
+    """
+    return -(-size // stride)
+
+
+def strided_shapes(shapes: Sequence[Sequence[int]], stride: Union[int, Sequence[int]]
+                   ) -> List[Shape]:
+    """:func:`cells_after_stride` of each ``(h, w)`` of ``shapes``: the valid ``(rows, cols)``
+    of each image after a layer of ``stride`` (an int or ``(s_h, s_w)``).
+
+    Examples:
+        >>> strided_shapes([(60, 90), (96, 96)], 4), strided_shapes([(7, 5)], (2, 1))
+        ([(15, 23), (24, 24)], [(4, 5)])
+    """
+    s_h, s_w = (stride, stride) if isinstance(stride, int) else stride
+    return [(cells_after_stride(h, s_h), cells_after_stride(w, s_w)) for h, w in shapes]
 
 
 def _fits(stride: int, size: int, feat: int) -> bool:
     """Whether a map of ``feat`` cells is ``ceil(size / stride)``."""
-    return _ceil_div(size, stride) == feat
+    return cells_after_stride(size, stride) == feat
 
 
 def _candidates(size: int, feat: int) -> Tuple[int, int]:
     """The smallest stride with ``ceil(size / stride) <= feat`` and the smallest power of two
     not below it (the two strides :func:`measure_stride` tries, in reverse order)."""
-    lowest = _ceil_div(size, feat)
+    lowest = cells_after_stride(size, feat)
     return lowest, 1 << (lowest - 1).bit_length()
 
 
@@ -87,7 +116,7 @@ def measure_stride(input_shape: Sequence[int], feat_shape: Sequence[int]) -> Sha
                          f'{(H, W)} pixels by an integer stride >= 1')
     # the strides that fit an axis are an integer interval starting at ceil(size / feat): if
     # the two intervals meet, the larger start fits both
-    lowest = max(_ceil_div(H, h), _ceil_div(W, w))
+    lowest = max(cells_after_stride(H, h), cells_after_stride(W, w))
     for s in (1 << (lowest - 1).bit_length(), lowest):  # the power of two first
         if _fits(s, H, h) and _fits(s, W, w):
             return s, s
@@ -125,8 +154,8 @@ def valid_feature_shapes(img_shapes: Sequence[Sequence[int]], input_shape: Seque
     """
     s_h, s_w = measure_stride(input_shape, feat_shape) if stride is None else stride
     h, w = (int(v) for v in feat_shape)
-    return [(min(h, _ceil_div(int(ih), s_h)), min(w, _ceil_div(int(iw), s_w)))
-            for ih, iw in img_shapes]
+    return [(min(h, cells_after_stride(int(ih), s_h)),
+             min(w, cells_after_stride(int(iw), s_w))) for ih, iw in img_shapes]
 
 
 def masks_from_valid_shapes(valid_shapes: Sequence[Sequence[int]], feat_shape: Sequence[int],

@@ -1,10 +1,10 @@
-"""mmdet's and mmseg's models that bind the image sizes of a padded batch for a padding-exact
-backbone (issue 20).
+"""mmdet's and mmseg's models in padding-exact mode: the image sizes of a padded batch given to
+a padding-exact backbone (issue 20).
 
 A backbone in padding-exact mode (``mmposenc.PaddingExactResNet``, ``PVTPEG`` / ``SwinPEG`` /
 ``CPVT`` with ``padding_exact=True``) needs each image's ``img_shape``, which the hosts'
-``backbone(batch_inputs)`` does not pass. mmposenc's DETR family binds them in
-:class:`~mmposenc.models.detectors.exact_padding.ExactPaddingMixin`; the classes here do the
+``backbone(batch_inputs)`` does not pass. mmposenc's DETR family passes them in
+:class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`; the classes here do the
 same for the other hosts mmposenc ships configs for (same arguments and state dict as the
 host class; with no padded image, or no padding-exact backbone, they are the host):
 
@@ -12,8 +12,8 @@ host class; with no padded image, or no padding-exact backbone, they are the hos
 - :class:`PaddingExactEncoderDecoder`: mmseg's ``EncoderDecoder`` (``loss`` and whole
   inference; slide inference runs on crops that are image, and binds nothing).
 
-With :class:`~mmposenc.models.detectors.peg_mask2former.PaddingAwareMask2FormerHead` /
-``PaddingAwareSegMask2FormerHead`` the whole Mask2Former gives an image the same masks and
+With :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMask2FormerHead` /
+``PaddingExactSegMask2FormerHead`` the whole Mask2Former gives an image the same masks and
 scores alone and in a padded batch.
 """
 from contextlib import contextmanager
@@ -23,28 +23,31 @@ import torch
 from mmdet.models.detectors import Mask2Former
 from torch import Tensor
 
+from mmposenc.models.padding_exact.binding import run_backbone
+from mmposenc.models.padding_exact.masks import feature_padding_masks
+from mmposenc.models.padding_exact.switch import apply_model_switch, switch_part_configs
+from mmposenc.models.utils.call_state import CallState
 from mmposenc.registry import MODELS
-from ..utils.call_state import CallState
-from ..utils.padding_exact import (apply_model_switch, backbone_image_shapes,
-                                   switch_part_configs)
-from ..utils.padding_masks import feature_padding_masks
-from .exact_padding import ExactPaddingMixin, run_neck
+from .mixin import PaddingExactMixin, run_neck
 
 #: The image shapes of each segmentor's running ``loss`` / whole inference (thread / task local).
-_SEG_SHAPES = CallState('mmposenc_segmentor_img_shapes')
+_SEG_SHAPES = CallState(
+    'mmposenc_segmentor_img_shapes',
+    why="mmseg's EncoderDecoder.loss / whole_inference / _forward call "
+    'self.extract_feat(inputs) with no image metas: extract_feat needs their img_shape')
 
 
 @MODELS.register_module()
-class PaddingExactMask2Former(ExactPaddingMixin, Mask2Former):
-    """mmdet's :class:`~mmdet.models.detectors.Mask2Former` binding each image's ``img_shape``
-    for a padding-exact backbone (:class:`ExactPaddingMixin`; arguments and state dict are
-    mmdet's).
+class PaddingExactMask2Former(PaddingExactMixin, Mask2Former):
+    """mmdet's :class:`~mmdet.models.detectors.Mask2Former` in padding-exact mode: each
+    image's ``img_shape`` given to a padding-exact backbone (:class:`PaddingExactMixin`;
+    arguments and state dict are mmdet's).
 
     Examples:
         >>> # in a config inheriting mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco.py
         >>> model = dict(type='mmposenc.PaddingExactMask2Former',
         ...              backbone=dict(type='mmposenc.PaddingExactResNet'),
-        ...              panoptic_head=dict(type='mmposenc.PaddingAwareMask2FormerHead'))
+        ...              panoptic_head=dict(type='mmposenc.PaddingExactMask2FormerHead'))
     """
 
 
@@ -68,9 +71,9 @@ if EncoderDecoder is not None:
 
     @MODELS.register_module()
     class PaddingExactEncoderDecoder(EncoderDecoder):
-        """mmseg's :class:`~mmseg.models.segmentors.EncoderDecoder` binding each image's
-        ``img_shape`` for a padding-exact backbone around ``backbone(inputs)`` in ``loss``
-        and in whole inference (arguments and state dict are mmseg's).
+        """mmseg's :class:`~mmseg.models.segmentors.EncoderDecoder` in padding-exact mode: each
+        image's ``img_shape`` given to a padding-exact backbone in ``loss`` and in whole
+        inference (arguments and state dict are mmseg's).
 
         Examples:
             >>> # in a config inheriting an mmseg segmentation config
@@ -80,8 +83,8 @@ if EncoderDecoder is not None:
         Args:
             padding_exact (bool, optional): The model's one switch (False / True turns
                 every part's ``padding_exact`` off / on; see
-                :func:`~mmposenc.models.utils.padding_exact.switch_part_configs` and
-                :func:`~mmposenc.models.utils.padding_exact.apply_model_switch`). Defaults to
+                :func:`~mmposenc.models.padding_exact.switch_part_configs` and
+                :func:`~mmposenc.models.padding_exact.apply_model_switch`). Defaults to
                 None (each part as configured).
             *args, **kwargs: mmseg's ``EncoderDecoder`` arguments.
         """
@@ -101,12 +104,11 @@ if EncoderDecoder is not None:
                 yield
 
         def extract_feat(self, inputs: Tensor) -> List[Tensor]:
-            """Backbone (with the bound image sizes), then neck (a part that declares
-            ``takes_padding_masks``, e.g. ``SimplePyramid`` in ``neck=[...]``, gets the
-            padding masks of its inputs: :func:`~.exact_padding.run_neck`)."""
+            """Backbone (a padding-exact one given the image sizes of the running call), then
+            neck (a part that declares ``takes_padding_masks``, e.g. ``SimplePyramid`` in
+            ``neck=[...]``, gets the padding masks of its inputs: :func:`~.mixin.run_neck`)."""
             shapes = _SEG_SHAPES.get(self)
-            with backbone_image_shapes(self.backbone, shapes):
-                x = self.backbone(inputs)
+            x = run_backbone(self.backbone, inputs, shapes)
             if not self.with_neck:
                 return x
             return run_neck(self.neck, x, lambda feats, strides: None if shapes is None else

@@ -1,15 +1,16 @@
-"""Exact padding masks for mmdet's DETR-family detectors: one mixin for all of them.
+"""The padding-exact mode of mmdet's detectors: one mixin for all of them.
 
 mmdet's DETR, Deformable-DETR, Conditional-DETR, DAB-DETR and DINO build the feature-level
 padding mask by nearest-interpolating the pixel mask of the padded batch, which marks one row or
 column of padding as image whenever the batch size is not a multiple of the stride (see
-:mod:`mmposenc.models.utils.padding_masks`). :class:`ExactPaddingMixin` gives a detector
+:mod:`mmposenc.models.padding_exact.masks`). :class:`PaddingExactMixin` gives a detector
 
-- :meth:`~ExactPaddingMixin.feature_padding_masks`: the exact masks of any feature maps
+- :meth:`~PaddingExactMixin.feature_padding_masks`: the exact masks of any feature maps
   (``ceil(img / stride)`` valid cells per image, stride given by ``backbone_strides`` /
   ``encoder_strides`` or measured per map), or None exactly when mmdet would build none (ONNX
   export, or no image of the batch padded);
-- :meth:`~ExactPaddingMixin.extract_feat`: the backbone, then the neck with the masks of the
+- :meth:`~PaddingExactMixin.extract_feat`: the backbone (a padding-exact one given the image
+  sizes, ``img_shapes``), then the neck with the masks of the
   backbone maps when the neck declares ``takes_padding_masks`` (e.g.
   :class:`~mmposenc.models.necks.MaskedChannelMapper`; in a list ``neck=[...]`` each part
   that declares it, with the masks of its own inputs), else the neck as mmdet calls it. In
@@ -19,7 +20,9 @@ column of padding as image whenever the batch size is not a multiple of the stri
 A detector then builds its masks in ``pre_transformer`` with ``feature_padding_masks`` instead of
 the interpolation. Put the mixin before the mmdet class::
 
-    class PEGDINO(ExactPaddingMixin, DINO): ...
+    class PEGDINO(PaddingExactMixin, DINO): ...
+
+(``ExactPaddingMixin`` is the same class under its former name.)
 """
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -27,14 +30,17 @@ import torch
 from mmdet.structures import OptSampleList
 from torch import Tensor, nn
 
+from mmposenc.models.padding_exact.binding import run_backbone
+from mmposenc.models.padding_exact.masks import feature_padding_masks
+from mmposenc.models.padding_exact.switch import apply_model_switch, switch_part_configs
 from mmposenc.models.utils.call_state import CallState
-from mmposenc.models.utils.padding_exact import (apply_model_switch, backbone_image_shapes,
-                                                 switch_part_configs)
-from mmposenc.models.utils.padding_masks import feature_padding_masks
 
 #: The data samples of the running ``loss`` / ``predict`` / ``_forward`` call of each detector
 #: (local to the thread / asyncio task: concurrent calls on one model do not see each other's).
-_CALL_SAMPLES = CallState('mmposenc_padding_data_samples')
+_CALL_SAMPLES = CallState(
+    'mmposenc_padding_data_samples',
+    why="mmdet's detectors' loss / predict / _forward call self.extract_feat(batch_inputs) "
+    'with no data samples: extract_feat needs their img_shape for the backbone and the neck')
 
 
 def padded_batch(batch_data_samples: OptSampleList) -> bool:
@@ -59,7 +65,7 @@ def run_neck(neck: nn.Module, feats: Sequence[Tensor],
         neck (nn.Module): The neck.
         feats (Sequence[Tensor]): The backbone's maps.
         padding_masks_of (callable): ``(maps, strides) -> masks or None`` (None: no padded
-            image), e.g. :func:`~mmposenc.models.utils.feature_padding_masks` of the batch.
+            image), e.g. :func:`~mmposenc.models.padding_exact.feature_padding_masks` of the batch.
         backbone_strides (Sequence, optional): The strides of the backbone's maps (later
             parts' inputs are measured). Defaults to None (measured).
 
@@ -79,12 +85,14 @@ def run_neck(neck: nn.Module, feats: Sequence[Tensor],
     return feats
 
 
-class ExactPaddingMixin:
-    """Exact feature-level padding masks and a padding-aware neck call (see the module doc).
+class PaddingExactMixin:
+    """The padding-exact mode of an mmdet detector: exact feature-level padding masks, the
+    image sizes for a padding-exact backbone and the masks for a padding-exact neck (see the
+    module doc).
 
     Args:
         backbone_strides (Sequence[int | tuple[int, int]], optional): Strides of the
-            backbone's output maps (the masks a padding-aware neck gets). None measures them
+            backbone's output maps (the masks a padding-exact neck gets). None measures them
             from the map sizes, which is exact for power-of-two strides (ResNet, Swin, PVT)
             but can pick a power of two for a small map of another stride (a stride-14 ViT map
             of at most 7 cells is also ``ceil(H / 16)``): give the strides of such backbones.
@@ -102,7 +110,7 @@ class ExactPaddingMixin:
 
     Examples::
 
-        class PEGDETR(ExactPaddingMixin, EncoderPosMixin, DETR):
+        class PEGDETR(PaddingExactMixin, EncoderPosMixin, DETR):
             def pre_transformer(self, img_feats, batch_data_samples=None):
                 masks = self.feature_padding_masks(img_feats[-1:], batch_data_samples)
                 ...  # None, or [bool (bs, h, w)]
@@ -128,7 +136,7 @@ class ExactPaddingMixin:
             batch_data_samples (list[DetDataSample]): With ``img_shape`` and
                 ``batch_input_shape`` metainfo.
             strides (Sequence, optional): The stride of each map where known (see
-                :func:`~mmposenc.models.utils.feature_padding_masks`); None measures them.
+                :func:`~mmposenc.models.padding_exact.feature_padding_masks`); None measures them.
 
         Returns:
             list[Tensor] | None: One mask per map.
@@ -142,8 +150,8 @@ class ExactPaddingMixin:
 
     def extract_feat(self, batch_inputs: Tensor,
                      batch_data_samples: OptSampleList = None) -> Tuple[Tensor]:
-        """Backbone, then neck; a padding-exact backbone gets the image sizes
-        (:func:`~mmposenc.models.utils.padding_exact.backbone_image_shapes`) and a neck with
+        """Backbone, then neck; a padding-exact backbone gets the image sizes as its
+        ``img_shapes`` (:func:`~mmposenc.models.padding_exact.run_backbone`) and a neck with
         ``takes_padding_masks`` the exact masks of the backbone maps (samples from the
         argument or from the running ``loss`` / ``predict`` / ``_forward``).
 
@@ -157,10 +165,9 @@ class ExactPaddingMixin:
         """
         samples = (batch_data_samples if batch_data_samples is not None else
                    _CALL_SAMPLES.get(self))
-        # a padding-exact backbone reads the image sizes (others ignore them)
+        # a padding-exact backbone takes the image sizes (a host backbone is called as mmdet)
         shapes = [s.img_shape for s in samples] if padded_batch(samples) else None
-        with backbone_image_shapes(self.backbone, shapes):
-            x = self.backbone(batch_inputs)
+        x = run_backbone(self.backbone, batch_inputs, shapes)
         if not self.with_neck:
             return x
         return run_neck(self.neck, x,
@@ -188,3 +195,7 @@ class ExactPaddingMixin:
         """The host's ``_forward``, its ``extract_feat`` seeing ``batch_data_samples``."""
         with self._samples_for_neck(batch_data_samples):
             return super()._forward(batch_inputs, batch_data_samples)
+
+
+#: The former name of :class:`PaddingExactMixin` (kept for code that subclasses it).
+ExactPaddingMixin = PaddingExactMixin
