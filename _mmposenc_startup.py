@@ -156,6 +156,105 @@ class MMEngineConfigFinder:
             sys.meta_path.remove(self)
 
 
+#: mim's module whose ``get_installed_path`` learns where an editable mmposenc lives.
+MIM_TRIGGER = 'mim.utils.utils'
+
+
+def patch_mim(module):
+    """Make ``module.get_installed_path('mmposenc')`` (mim's) the folder Python imports
+    mmposenc from. Never raises.
+
+    mim joins the distribution's location with ``mmposenc`` or, where that folder does not
+    exist, with the first name of its ``top_level.txt``. A PEP 660 editable install
+    (``pip install -e .``) keeps only its metadata in site-packages: there mim looked for
+    ``site-packages/_mmposenc_startup/model-index.yml`` and ``mim search`` / ``mim train``
+    failed. The package's own folder holds ``.mim/`` in either install.
+    """
+    try:
+        original = module.get_installed_path
+        if getattr(original, '_mmposenc', False):
+            return
+
+        def get_installed_path(package):
+            if package == PACKAGE:
+                import importlib.util
+                spec = importlib.util.find_spec(PACKAGE)
+                if spec is not None and spec.submodule_search_locations:
+                    return list(spec.submodule_search_locations)[0]
+            return original(package)
+
+        get_installed_path.__doc__ = original.__doc__
+        get_installed_path._mmposenc = True
+        module.get_installed_path = get_installed_path
+    except Exception:
+        pass
+
+
+class _PatchingLoader:
+    """Wraps the loader of :data:`MIM_TRIGGER`: after the module has run, it gets its own
+    loader back and :func:`patch_mim` patches it."""
+
+    def __init__(self, loader, finder):
+        self.loader = loader
+        self.finder = finder
+
+    def create_module(self, spec):
+        create = getattr(self.loader, 'create_module', None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        module.__loader__ = self.loader
+        spec = getattr(module, '__spec__', None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self.loader
+        self.finder.uninstall()
+        patch_mim(module)
+
+    def __getattr__(self, name):
+        if name in ('loader', 'finder'):
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+
+class MimFinder:
+    """A :data:`sys.meta_path` finder that answers only :data:`MIM_TRIGGER` and wraps its
+    loader (:class:`_PatchingLoader`)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != MIM_TRIGGER:
+            return None
+        for finder in list(sys.meta_path):
+            find_spec = getattr(finder, 'find_spec', None)
+            if finder is self or find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, 'exec_module'):
+            spec.loader = _PatchingLoader(spec.loader, self)
+        return spec
+
+    def uninstall(self):
+        """Take this finder out of :data:`sys.meta_path`."""
+        while self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+def install_mim_patch():
+    """Patch mim now if it is loaded, else put :class:`MimFinder` (once) at the front of
+    :data:`sys.meta_path`. Never raises."""
+    try:
+        if MIM_TRIGGER in sys.modules:
+            patch_mim(sys.modules[MIM_TRIGGER])
+        elif not any(isinstance(f, MimFinder) for f in sys.meta_path):
+            sys.meta_path.insert(0, MimFinder())
+    except Exception:
+        pass
+
+
 def install():
     """Register now if ``mmengine.config`` is loaded already, else put the finder (once) at
     the front of :data:`sys.meta_path`. Called by ``mmposenc-startup.pth``; never
@@ -168,6 +267,7 @@ def install():
     try:
         if os.environ.get(ENV_OFF):
             return False
+        install_mim_patch()
         if TRIGGER in sys.modules:
             register_config_package()
             return False

@@ -15,8 +15,11 @@ The checkpoint must fit the config's model: a missing, unexpected or resized wei
 PEG-DETR checkpoint with the sine config) is an error naming the keys, since mmengine's own
 non-strict load would evaluate a partly random model with only a warning.
 ``--allow-partial-load`` loads the matching weights anyway (with that warning). The file is
-loaded safely (``weights_only=True``, see :mod:`mmposenc.engine.checkpoint`); such errors end
-the tool with one line on stderr.
+loaded safely (``weights_only=True``, see :mod:`mmposenc.engine.checkpoint`).
+
+Any error ends the tool with one line on stderr and exit status 1 (see
+:mod:`mmposenc.utils.errors`); ``--traceback`` or ``MMPOSENC_TRACEBACK=1`` shows the full
+traceback instead.
 """
 import argparse
 import os
@@ -27,6 +30,7 @@ import sys
 sys.path.insert(0, osp.dirname(osp.dirname(osp.realpath(__file__))))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from _runner_utils import build_runner, load_config  # noqa: E402
+from mmposenc.utils.errors import MMPosEncError, run_tool  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -51,6 +55,9 @@ def parse_args(argv=None):
         help="test-time augmentation: the config's tta_model wraps its model and its "
         'tta_pipeline replaces the test pipeline')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument(
+        '--traceback', action='store_true',
+        help='on an error, the full traceback instead of one line (also MMPOSENC_TRACEBACK=1)')
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
@@ -100,7 +107,7 @@ TTA_CONFIGS = ('configs/cape/vit-base-p16_cape_16xb64_in1k.py',
                'configs/cape/vit-base-p16_cape-univit_16xb64_in1k.py')
 
 
-class MissingTTAConfigError(ValueError):
+class MissingTTAConfigError(MMPosEncError, ValueError):
     """``--tta`` on a config without ``tta_model`` or ``tta_pipeline``."""
 
 
@@ -135,11 +142,12 @@ def apply_tta(cfg, path='the config'):
 
 
 def main(argv=None):
-    from mmposenc.engine import check_checkpoint_file
+    from mmposenc.engine.checkpoint import CheckpointNotFoundError, check_checkpoint_file
     args = parse_args(argv)
     if '://' not in args.checkpoint:  # URLs and scheme:// paths: mmengine's CheckpointLoader
         if not osp.isfile(args.checkpoint):
-            raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist')
+            raise CheckpointNotFoundError(
+                f'checkpoint {osp.abspath(args.checkpoint)} does not exist')
         check_checkpoint_file(args.checkpoint)  # a text file fails here, before the Runner
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     cfg.load_from = args.checkpoint
@@ -159,11 +167,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    from mmposenc.engine import (CheckpointMismatchError, InvalidCheckpointError,
-                                 UnsafeCheckpointError)
-    from mmposenc.registry import UnknownTypeError
-    try:
-        main()
-    except (FileNotFoundError, InvalidCheckpointError, UnsafeCheckpointError,
-            CheckpointMismatchError, UnknownTypeError, MissingTTAConfigError) as err:
-        raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback
+    run_tool(main)  # an error: its one line on stderr, exit 1 (the traceback: --traceback)

@@ -9,6 +9,10 @@ and ours resolve lazily, so one script serves all three. The usual OpenMMLab arg
 ``--amp`` uses mmengine's ``AmpOptimWrapper`` (fp16 + loss scaling) where CUDA is available and
 mmposenc's ``BF16OptimWrapper`` (bfloat16 autocast) on CPU, where ``AmpOptimWrapper`` refuses
 to run.
+
+Any error ends the tool with one line on stderr and exit status 1 (see
+:mod:`mmposenc.utils.errors`); ``--traceback`` or ``MMPOSENC_TRACEBACK=1`` shows the full
+traceback instead.
 """
 import argparse
 import os
@@ -19,6 +23,7 @@ import sys
 sys.path.insert(0, osp.dirname(osp.dirname(osp.realpath(__file__))))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from _runner_utils import build_runner, load_config  # noqa: E402
+from mmposenc.utils.errors import MMPosEncError, run_tool  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -43,6 +48,9 @@ def parse_args(argv=None):
         '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
         help='job launcher')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument(
+        '--traceback', action='store_true',
+        help='on an error, the full traceback instead of one line (also MMPOSENC_TRACEBACK=1)')
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
@@ -94,7 +102,7 @@ def main(argv=None):
     runner.train()
 
 
-class MissingCheckpointError(FileNotFoundError):
+class MissingCheckpointError(MMPosEncError, FileNotFoundError):
     """``--resume PATH`` with no checkpoint at ``PATH``."""
 
 
@@ -147,10 +155,4 @@ def apply_resume(cfg, resume):
 
 
 if __name__ == '__main__':
-    from mmposenc.engine import InvalidCheckpointError, UnsafeCheckpointError
-    from mmposenc.registry import UnknownTypeError
-    try:
-        main()
-    except (MissingCheckpointError, InvalidCheckpointError, UnsafeCheckpointError,
-            UnknownTypeError) as err:
-        raise SystemExit(f'{type(err).__name__}: {err}')  # one line, no traceback
+    run_tool(main)  # an error: its one line on stderr, exit 1 (the traceback: --traceback)

@@ -9,7 +9,9 @@ image or label PNG stops training at the iteration that first loads it, and a la
 the classes reaches the loss. :func:`check_dataset` finds all of these from the dataset's own
 settings (the paths, ``metainfo.classes``, ``test_mode``, ``filter_cfg``, ``reduce_zero_label``,
 ``ignore_index``, ``label_map``) and returns a :class:`CheckReport`: errors, one line each naming
-the file and the entry, and what the host will drop on purpose, counted.
+the file (by its full path) and the entry, and what the host will drop on purpose, counted.
+:meth:`CheckReport.raise_or_log` raises them as one :class:`DatasetCheckError` whose message is
+one line (the first problems and a count; the whole report is logged first when it has more).
 
 It serves both ``tools/misc/check_dataset.py`` (which builds the config's datasets with
 ``lazy_init=True`` and calls it) and the checked datasets of :mod:`mmposenc.datasets.checked`,
@@ -22,12 +24,13 @@ Supported layouts: mmdet's ``CocoDataset`` and its subclasses (COCO instances JS
 import io
 import json
 import logging
-import os
 import os.path as osp
 from collections import Counter, OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from mmposenc.utils.errors import MMPosEncError
 
 #: ``files`` levels: how much of each image / label file is read.
 FILE_LEVELS = ('none', 'exists', 'header', 'full')
@@ -41,8 +44,14 @@ ALLOWABLE = ('category_not_in_classes', 'bbox_beyond_image')
 BBOX_TOLERANCE = 1.0
 
 
-class DatasetCheckError(ValueError):
-    """A dataset that would fail or be silently mangled; the message lists every problem."""
+#: Problems a :class:`DatasetCheckError` names in its one line (the others are counted, and
+#: logged in full before it is raised).
+ERRORS_IN_MESSAGE = 3
+
+
+class DatasetCheckError(MMPosEncError, ValueError):
+    """A dataset that would fail or be silently mangled; the one-line message names the first
+    problems (each with its file's full path) and counts the others."""
 
 
 class CheckReport:
@@ -86,6 +95,15 @@ class CheckReport:
                            f'{len(lines)} in all')
         return out
 
+    def one_line(self, max_errors=ERRORS_IN_MESSAGE):
+        """The errors on one line: the header, the first ``max_errors`` and a count of the
+        others."""
+        errors = self.lines('error', max_per_kind=len(self.findings))
+        more = (f'; ... and {len(errors) - max_errors} more' if len(errors) > max_errors
+                else '')
+        return (f'dataset check of {self.name}: {len(errors)} problem(s): '
+                + '; '.join(errors[:max_errors]) + more)
+
     def summary(self, max_per_kind=5):
         """The whole report as text: a header line, then errors, drops and notes."""
         errors = self.lines('error', max_per_kind)
@@ -101,12 +119,15 @@ class CheckReport:
         return '\n'.join(out)
 
     def raise_or_log(self, logger='current'):
-        """Raise :class:`DatasetCheckError` on errors; otherwise log drops and notes."""
+        """Raise :class:`DatasetCheckError` on errors (logging the whole report first when
+        the error's line cannot name every problem); otherwise log drops and notes."""
         from mmengine.logging import print_log
         if self.errors:
+            if len(self.errors) > ERRORS_IN_MESSAGE:
+                print_log(self.summary(), logger=logger, level=logging.ERROR)
             raise DatasetCheckError(
-                self.summary() + '\n  (fix the data, or see tools/misc/check_dataset.py '
-                '--help; the check is run by the mmposenc.Checked* datasets)')
+                self.one_line() + ' (fix the data; tools/misc/check_dataset.py CONFIG lists '
+                'every problem, see its --help)')
         if self.drops or self.lines('note'):
             print_log(self.summary(), logger=logger, level=logging.WARNING)
 
@@ -170,17 +191,14 @@ class _Context:
         self.files = files
         self.allow = tuple(allow)
         self.num_threads = num_threads
-        self.data_root = getattr(dataset, 'data_root', None) or ''
         self.backend_args = getattr(dataset, 'backend_args', None)
 
     def show(self, path):
-        """``path`` relative to data_root where it lies inside it (as users wrote it)."""
-        if self.data_root and path:
-            root = osp.abspath(self.data_root)
-            full = osp.abspath(path)
-            if full == root or full.startswith(root.rstrip(os.sep) + os.sep):
-                return osp.relpath(full, root)
-        return path
+        """``path`` in full: absolute for a local path (a relative data_root is resolved in
+        the working directory, as the host resolves it), as given for a URI."""
+        if path is None or '://' in str(path):
+            return path
+        return osp.abspath(path)
 
     def error(self, report, kind, line):
         report.add('drop' if kind in self.allow else 'error', kind, line)
@@ -259,7 +277,7 @@ def _check_coco(ctx):
     ds = ctx.dataset
     ann_file = ds.ann_file
     name = ctx.show(ann_file)
-    report = CheckReport(f'{type(ds).__name__} ({ann_file})')
+    report = CheckReport(f'{type(ds).__name__} ({name})')
     try:
         if not ann_file or not ctx.exists(ann_file):
             ctx.error(report, 'missing_ann_file', f'{name}: annotation file not found')
@@ -562,7 +580,7 @@ def _check_seg_pair(ctx, img_path, seg_path, valid):
 def _check_seg(ctx):
     ds = ctx.dataset
     img_dir = ds.data_prefix.get('img_path', '') or ''
-    report = CheckReport(f'{type(ds).__name__} ({img_dir})')
+    report = CheckReport(f'{type(ds).__name__} ({ctx.show(img_dir)})')
     if ds.ann_file and not osp.isdir(ds.ann_file) and not osp.isfile(ds.ann_file):
         ctx.error(report, 'missing_ann_file',
                   f'{ctx.show(ds.ann_file)}: ann_file not found (mmseg reads the image '

@@ -48,6 +48,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from mmposenc.utils.errors import CheckpointDownloadError, MMPosEncError, one_line
+
 #: The oldest torch with every ``torch.serialization`` API this module uses
 #: (:data:`TORCH_APIS`): ``get_unsafe_globals_in_checkpoint`` and ``(callable, 'module.name')``
 #: allowlist entries came with torch 2.6 (pytorch/pytorch#139221, #140738, #142153);
@@ -63,15 +65,19 @@ UNSAFE_LOAD_ENV = 'MMPOSENC_UNSAFE_LOAD'
 _ZIP_MAGIC = b'PK\x03\x04'
 
 
-class InvalidCheckpointError(ValueError):
+class InvalidCheckpointError(MMPosEncError, ValueError):
     """The file is not a PyTorch checkpoint (text, empty, truncated, another archive)."""
 
 
-class UnsafeCheckpointError(pickle.UnpicklingError):
+class UnsafeCheckpointError(MMPosEncError, pickle.UnpicklingError):
     """The checkpoint names globals outside :func:`safe_globals`; loading it could run code."""
 
 
-class CheckpointMismatchError(RuntimeError):
+class CheckpointNotFoundError(MMPosEncError, FileNotFoundError):
+    """No checkpoint file at the path given (named in full)."""
+
+
+class CheckpointMismatchError(MMPosEncError, RuntimeError):
     """The checkpoint's weights do not fit the model (missing, unexpected or resized keys)."""
 
 
@@ -187,11 +193,12 @@ def check_checkpoint_file(filename):
         str: ``'zip'`` (torch >= 1.6 format) or ``'legacy'`` (a pickle).
 
     Raises:
-        FileNotFoundError: ``filename`` is not a file.
+        CheckpointNotFoundError: ``filename`` is not a file (a ``FileNotFoundError``).
         InvalidCheckpointError: empty, text, a damaged zip archive, ...
     """
     if not osp.isfile(filename):
-        raise FileNotFoundError(f'{filename} can not be found.')
+        raise CheckpointNotFoundError(f'{osp.abspath(filename)} can not be found: no such '
+                                      'checkpoint file')
     with open(filename, 'rb') as f:
         head = f.read(8)
     if not head:
@@ -251,7 +258,7 @@ def load_local_checkpoint(filename, map_location=None, extra_safe_globals=()):
         dict: The loaded checkpoint.
 
     Raises:
-        FileNotFoundError: ``filename`` is not a file.
+        CheckpointNotFoundError: ``filename`` is not a file (a ``FileNotFoundError``).
         InvalidCheckpointError: the file is not a PyTorch checkpoint.
         UnsafeCheckpointError: the file needs globals outside the allowlist (and
             ``MMPOSENC_UNSAFE_LOAD=1`` is not set).
@@ -306,10 +313,28 @@ def check_torch_serialization():
             f'pip install "torch>={MIN_TORCH_VERSION}"')
 
 
-def _download(url, model_dir=None, progress=False):
+def download_failure(url, cached, err, name=None):
+    """The one-line message of a failed download of ``url`` (``name``: the model-zoo name the
+    config gave, e.g. ``torchvision://resnet50``) to ``cached``: why, and how to do without
+    the network."""
+    from urllib.error import HTTPError, URLError
+    reason = err.reason if isinstance(err, URLError) and not isinstance(err, HTTPError) else err
+    what = f'{name} ({url})' if name and name != url else url
+    return (f'could not download {what} to {cached}: {type(err).__name__}: {one_line(reason)}. '
+            f'Offline, put the file at {cached} (or set TORCH_HOME to a folder whose '
+            'hub/checkpoints holds it), or do without these weights: set the init_cfg (or '
+            'load_from) that names it to None (e.g. --cfg-options model.backbone.init_cfg=None)')
+
+
+def _download(url, model_dir=None, progress=False, zoo_name=None):
     """``url`` downloaded as torch.hub / mmengine cache it (``<torch hub dir>/checkpoints/<the
     URL's file name>``, kept and reused) with torch's downloader; the local path. A zip
-    archive holding one file (torch.hub's legacy format) is extracted beside it."""
+    archive holding one file (torch.hub's legacy format) is extracted beside it.
+
+    Raises:
+        CheckpointDownloadError: the download failed (no network, HTTP error, ...); the
+            message names the URL, the local path and what to set offline.
+    """
     from urllib.parse import urlparse
     if model_dir is None:
         model_dir = osp.join(torch.hub.get_dir(), 'checkpoints')
@@ -319,7 +344,10 @@ def _download(url, model_dir=None, progress=False):
         raise InvalidCheckpointError(f'{url} names no file to download')
     cached = osp.join(model_dir, name)
     if not osp.exists(cached):
-        torch.hub.download_url_to_file(url, cached, progress=progress)
+        try:
+            torch.hub.download_url_to_file(url, cached, progress=progress)
+        except Exception as err:  # URLError, HTTPError, timeouts, a full disk
+            raise CheckpointDownloadError(download_failure(url, cached, err, zoo_name)) from err
     if zipfile.is_zipfile(cached):
         with zipfile.ZipFile(cached) as archive:
             members = archive.infolist()
@@ -332,7 +360,8 @@ def _download(url, model_dir=None, progress=False):
     return cached
 
 
-def load_remote_checkpoint(filename, map_location=None, model_dir=None, progress=False):
+def load_remote_checkpoint(filename, map_location=None, model_dir=None, progress=False,
+                           name=None):
     """Download an ``http://`` / ``https://`` checkpoint, then load it as
     :func:`load_local_checkpoint` loads a local file (same allowlist, refusal and opt-in).
 
@@ -345,17 +374,22 @@ def load_remote_checkpoint(filename, map_location=None, model_dir=None, progress
         map_location (str | torch.device, optional): As in :func:`torch.load`.
         model_dir (str, optional): Download folder. Defaults to torch.hub's.
         progress (bool): Show a progress bar. Defaults to False.
+        name (str, optional): The name the config gave (``torchvision://resnet50``), for the
+            message of a failed download. Defaults to None.
 
     Returns:
         dict: The loaded checkpoint.
+
+    Raises:
+        CheckpointDownloadError: the download failed (see :func:`download_failure`).
     """
     from mmengine.dist import get_dist_info
     rank, world_size = get_dist_info()
-    path = _download(filename, model_dir, progress) if rank == 0 else None
+    path = _download(filename, model_dir, progress, name) if rank == 0 else None
     if world_size > 1:
         torch.distributed.barrier()
         if rank > 0:
-            path = _download(filename, model_dir, progress)
+            path = _download(filename, model_dir, progress, name)
     return load_local_checkpoint(path, map_location=map_location)
 
 
@@ -367,16 +401,28 @@ def load_model_zoo_checkpoint(filename, map_location=None):
     from mmengine.runner import checkpoint as mm
     scheme, name = filename.split('://', 1)
     if scheme in ('torchvision', 'modelzoo'):
-        url = mm.get_torchvision_models()[name]
+        url = _model_url(filename, mm.get_torchvision_models(), name)
     elif scheme == 'mmcls':
-        return mm._process_mmcls_checkpoint(
-            load_remote_checkpoint(mm.get_mmcls_models()[name], map_location))
+        return mm._process_mmcls_checkpoint(load_remote_checkpoint(
+            _model_url(filename, mm.get_mmcls_models(), name), map_location, name=filename))
     else:
         name = mm.get_deprecated_model_names().get(name, name)
-        url = mm.get_external_models()[name]
+        url = _model_url(filename, mm.get_external_models(), name)
         if not url.startswith(('http://', 'https://')):
             return load_local_checkpoint(osp.join(mm._get_mmengine_home(), url), map_location)
-    return load_remote_checkpoint(url, map_location)
+    return load_remote_checkpoint(url, map_location, name=filename)
+
+
+def _model_url(filename, table, name):
+    """``table[name]``, or :class:`CheckpointNotFoundError` naming the closest names."""
+    if name in table:
+        return table[name]
+    import difflib
+    close = difflib.get_close_matches(name, list(table), n=3)
+    scheme = filename.split('://', 1)[0]
+    hint = f'; closest: {", ".join(f"{scheme}://{c}" for c in close)}' if close else ''
+    raise CheckpointNotFoundError(f'{filename}: no such name in mmengine\'s model table of '
+                                  f'{scheme}://{hint}')
 
 
 #: mmengine's ``CheckpointLoader`` prefixes our loaders take over ('' = local paths).

@@ -1,7 +1,9 @@
 """The dataset check (mmposenc.datasets.dataset_check) on real data with injected defects.
 
 COCO128 and the ADE20K sample are copied into tmp_path as symlinks (the JSON and any defective
-file are written there); each defect gives its exact one-line message. The shipped configs run
+file are written there); each defect gives its exact one-line message, naming files by their
+full paths (the expected lines below are written relative to the data root, which the tests
+prepend). The shipped configs run
 the same check when their datasets are built (mmposenc.Checked*): through Runner.from_cfg it
 fires before the first iteration, through tools/misc/check_dataset.py it lists the lines.
 """
@@ -156,7 +158,8 @@ def test_coco_defect_gives_its_line(mutate, expected, files, tmp_path, coco128_r
     mutate(data, root)
     (root / ANN).write_text(json.dumps(data))
     report = _check(_coco_dataset(root), files=files)
-    assert report.lines('error') == [e.replace('{dogs}', str(dogs)) for e in expected]
+    assert report.lines('error') == [f'{root}/' + e.replace('{dogs}', str(dogs))
+                                     for e in expected]
 
 
 def test_truncated_image_is_found_only_by_full_reads(tmp_path, coco128_root, coco128_json):
@@ -171,8 +174,8 @@ def test_clean_coco128_passes_and_drops_are_counted(coco128_root):
     assert report.errors == []
     # what mmdet's filter_data drops (2 COCO128 images have no annotation) is counted
     assert report.lines('drop') == [
-        f'{ANN}: 2 of 128 images without annotations of metainfo.classes '
-        '(filter_cfg.filter_empty_gt drops them)']
+        f'{osp.abspath(coco128_root)}/{ANN}: 2 of 128 images without annotations of '
+        'metainfo.classes (filter_cfg.filter_empty_gt drops them)']
     # the validation set (test_mode) keeps every image: nothing to count
     assert _check(_coco_dataset(coco128_root, test_mode=True)).findings == []
 
@@ -181,10 +184,16 @@ def test_many_defects_are_a_count_and_the_first_few(tmp_path, coco128_root, coco
     data = copy.deepcopy(coco128_json)
     for ann in data['annotations'][:12]:
         ann['bbox'][2] = -1
-    report = _check(_coco_dataset(_coco_copy(tmp_path, coco128_root, data)))
+    root = _coco_copy(tmp_path, coco128_root, data)
+    report = _check(_coco_dataset(root))
     lines = report.lines('error', max_per_kind=5)
     assert len(report.errors) == 12 and len(lines) == 6
     assert lines[-1] == '... and 7 more of this kind (bbox_size), 12 in all'
+    # the error's one line: the first three and a count
+    first = [f'{root}/{ANN}: annotation id {a["id"]} (image {a["image_id"]}): bbox width -1 '
+             '<= 0' for a in data['annotations'][:3]]
+    assert report.one_line() == (f'dataset check of CocoDataset ({root}/{ANN}): 12 '
+                                 'problem(s): ' + '; '.join(first) + '; ... and 9 more')
 
 
 def test_own_categories_with_the_configs_coco_classes(tmp_path, coco128_root, coco128_json):
@@ -193,12 +202,13 @@ def test_own_categories_with_the_configs_coco_classes(tmp_path, coco128_root, co
     data = copy.deepcopy(coco128_json)
     for cat in data['categories']:
         cat['name'] = f'my_{cat["name"]}'
-    report = _check(_coco_dataset(_coco_copy(tmp_path, coco128_root, data)))
+    root = _coco_copy(tmp_path, coco128_root, data)
+    report = _check(_coco_dataset(root))
     lines = report.lines('error', max_per_kind=5)
-    assert lines[:5] == [f"{ANN}: class {c!r} of metainfo.classes is not among the categories"
+    assert lines[:5] == [f"{root}/{ANN}: class {c!r} of metainfo.classes is not among the categories"
                          for c in ('person', 'bicycle', 'car', 'motorcycle', 'airplane')]
     assert lines[5] == '... and 75 more of this kind (class_not_in_categories), 80 in all'
-    assert lines[-1] == (f'{ANN}: no annotation belongs to metainfo.classes (are classes set '
+    assert lines[-1] == (f'{root}/{ANN}: no annotation belongs to metainfo.classes (are classes set '
                          "to your categories' names?)")
 
 
@@ -215,9 +225,9 @@ def test_allowed_subset_of_categories_is_a_counted_drop(tmp_path, coco128_root,
     n = sum(1 for a in coco128_json['annotations']
             if a['category_id'] not in (1, 18))
     drop = report.lines('drop')[0]
-    assert drop.startswith(f'{ANN}: {n} of 939 annotations have categories not in '
+    assert drop.startswith(f'{root}/{ANN}: {n} of 939 annotations have categories not in '
                            "metainfo.classes: ")
-    assert 'allow' not in drop
+    assert 'allow' not in drop[len(f'{root}/{ANN}'):]  # (the tmp folder is named after the test)
 
 
 def test_missing_image_in_test_mode_and_bad_json(tmp_path, coco128_root, coco128_json):
@@ -229,7 +239,8 @@ def test_missing_image_in_test_mode_and_bad_json(tmp_path, coco128_root, coco128
     assert report.errors == [] and len(report.lines('note')) == 1
     (root / ANN).write_text('{"images": [')
     lines = _check(_coco_dataset(root)).lines('error')
-    assert len(lines) == 1 and lines[0].startswith(f'{ANN}: unreadable (JSONDecodeError: ')
+    assert len(lines) == 1 and lines[0].startswith(
+        f'{root}/{ANN}: unreadable (JSONDecodeError: ')
 
 
 # --------------------------------------------------------------------- ADE20K, unit level
@@ -296,7 +307,9 @@ ADE_CASES = [
 def test_ade20k_defect_gives_its_line(mutate, expected, tmp_path, ade20k_sample_root):
     root = _ade_copy(tmp_path, ade20k_sample_root)
     mutate(root)
-    assert _check(_ade_dataset(root), files='header').lines('error') == expected
+    full = [e.replace(IMAGE, f'{root}/{IMAGE}').replace(LABEL, f'{root}/{LABEL}')
+            for e in expected]
+    assert _check(_ade_dataset(root), files='header').lines('error') == full
 
 
 @pytest.mark.parametrize('reduce_zero_label, bad', [(True, '151'), (False, '150, 151')])
@@ -312,7 +325,8 @@ def test_ade20k_label_range_follows_reduce_zero_label(reduce_zero_label, bad, tm
     _write_label(root, fn)
     lines = _check(_ade_dataset(root, reduce_zero_label=reduce_zero_label),
                    files='header').lines('error')
-    assert len(lines) == 1 and lines[0].startswith(f'{LABEL}: values {bad} are not classes')
+    assert len(lines) == 1 and lines[0].startswith(f'{root}/{LABEL}: values {bad} are not '
+                                                    'classes')
 
 
 def test_clean_ade20k_sample_passes(ade20k_sample_root):
@@ -349,8 +363,12 @@ def test_shipped_ade20k_config_stops_before_the_first_iteration(tmp_path, ade20k
     cfg.model.backbone.init_cfg = None
     cfg.work_dir = work_dir
     runner = Runner.from_cfg(cfg)
-    with pytest.raises(DatasetCheckError, match=f'\n  {IMAGE}: no label file {LABEL}'):
+    with pytest.raises(DatasetCheckError) as err:
         runner.train()
+    assert str(err.value) == (
+        f'dataset check of CheckedADE20KDataset ({root}/images): 1 problem(s): {root}/{IMAGE}: '
+        f'no label file {root}/{LABEL} (fix the data; tools/misc/check_dataset.py CONFIG lists '
+        'every problem, see its --help)')
     assert isinstance(runner._train_loop, dict)  # the loop was never built: no iteration
 
 
@@ -401,11 +419,11 @@ def test_shipped_coco_config_stops_before_the_first_iteration(tmp_path, coco128_
     init_default_scope(cfg.default_scope)
     with pytest.raises(DatasetCheckError) as err:
         DATASETS.build(dataset)
-    lines = str(err.value).splitlines()
-    assert lines[0].startswith('dataset check of CheckedCocoDataset (') \
-        and lines[0].endswith(f'{ANN}): 2 problem(s)')
-    assert lines[1:3] == [f'  {INFO_LINE}',
-                          f'  {ANN}: "annotations" is empty (nothing to train on)']
+    # one line naming the JSON by its full path, then both problems
+    assert str(err.value) == (
+        f'dataset check of CheckedCocoDataset ({root}/{ANN}): 2 problem(s): {root}/{INFO_LINE}; '
+        f'{root}/{ANN}: "annotations" is empty (nothing to train on) (fix the data; '
+        'tools/misc/check_dataset.py CONFIG lists every problem, see its --help)')
 
 
 def test_every_shipped_coco_and_ade20k_dataset_is_checked():
@@ -451,8 +469,8 @@ def test_tool_lists_the_lines_and_exits_1(tmp_path, coco128_root, coco128_json, 
                f'train_dataloader.dataset.data_root={root}/')
     out = capsys.readouterr().out
     assert rc == 1
-    assert f'  {ANN}: annotation id 1774 (image 74): bbox width -3 <= 0\n' in out
-    assert '  train2017/000000000009.jpg (image 9): file not found\n' in out
+    assert f'  {root}/{ANN}: annotation id 1774 (image 74): bbox width -3 <= 0\n' in out
+    assert f'  {root}/train2017/000000000009.jpg (image 9): file not found\n' in out
 
 
 def test_tool_passes_a_user_config_with_an_mmposenc_base(tmp_path, coco128_root, capsys):

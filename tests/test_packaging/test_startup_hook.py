@@ -166,15 +166,15 @@ def states(request, tmp_path_factory):
 def test_at_startup_the_hook_imports_itself_only(states):
     """With the hook, `python -c ...` imports two modules more than without (the hook's own,
     from the source tree for the editable install, and its copy of mmposenc's ext finder),
-    puts two finders first (mmengine.config's and mmcv.ops') and one last (mmcv._ext where no
-    compiled one is found); nothing of mmengine, torch or mmposenc. The off switch leaves the
-    interpreter as without the hook."""
+    puts three finders first (mmengine.config's, mim's and mmcv.ops') and one last (mmcv._ext
+    where no compiled one is found); nothing of mmengine, torch or mmposenc. The off switch
+    leaves the interpreter as without the hook."""
     on, off = states('editable', True)['startup'], states('editable', False)['startup']
     assert set(on['modules']) - set(off['modules']) == {HOOK, EXT_FINDER}
     assert set(off['modules']) <= set(on['modules'])
     assert not [m for m in on['modules'] if m.split('.')[0] in ('mmengine', 'torch', 'mmposenc')]
-    assert on['finders'] == (['MMEngineConfigFinder', 'MMCVOpsWatcher'] + off['finders']
-                             + ['TorchExtFinder'])
+    assert on['finders'] == (['MMEngineConfigFinder', 'MimFinder', 'MMCVOpsWatcher']
+                             + off['finders'] + ['TorchExtFinder'])
     assert on['hook'] == osp.join(REPO_ROOT, HOOK + '.py') and off['hook'] is None
 
 
@@ -192,7 +192,8 @@ def test_importing_mmengine_config_registers_mmposenc(states):
     assert on['loader'] == off['loader'] == 'SourceFileLoader'
     assert on['spec_loader_is_loader']
     assert 'MMEngineConfigFinder' not in on['finders']
-    assert on['finders'] == ['MMCVOpsWatcher'] + off['finders'] + ['TorchExtFinder']
+    # (mim's finder waits for mim: tests/test_packaging/test_mim_editable.py)
+    assert on['finders'] == ['MimFinder', 'MMCVOpsWatcher'] + off['finders'] + ['TorchExtFinder']
 
 
 def test_user_config_parses_without_importing_mmposenc_and_the_off_switch(states):

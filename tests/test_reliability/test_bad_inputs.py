@@ -436,10 +436,11 @@ def _train_in_process(path):
     return _runner_utils.load_config(path)
 
 
-# the command line as a user types it (tools/train.py does not shorten this one to a line;
-# as a process of its own: test_train_test_tools.py::test_train_rejects_missing_config)
-add('train-missing-config', lambda: _run_tool_main('tools/train.py', '/nonexistent/cfg.py'),
-    FileNotFoundError, r'^config file /nonexistent/cfg\.py does not exist')
+# the command line as a user types it: one line, with where it was raised (as a process of
+# its own: test_train_test_tools.py::test_train_rejects_missing_config)
+add('train-missing-config', lambda: _tool_error('tools/train.py', '/nonexistent/cfg.py'),
+    RuntimeError, r'^FileNotFoundError: config file /nonexistent/cfg\.py does not exist '
+    r'\(raised at .*; --traceback or MMPOSENC_TRACEBACK=1 shows the full traceback\)$')
 add('load-config-missing', lambda: _train_in_process('/nonexistent/cfg.py'), FileNotFoundError,
     'does not exist')
 

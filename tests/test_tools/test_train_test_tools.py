@@ -226,15 +226,19 @@ def test_allow_partial_load_evaluates_a_checkpoint_that_does_not_fit(smoke_runs)
 def test_mmdets_own_train_tool_stops_before_training(smoke_runs):
     """mmdet's tools/train.py as shipped in its wheel (Runner.from_cfg, then train()), in a
     fresh process, on the shipped smoke config with a JSON without "info" (a KeyError in
-    pycocotools after training, before the check) and a negative-width box: one error listing
-    both lines of the dataset check (mmposenc.CheckedCocoDataset,
+    pycocotools after training, before the check) and a negative-width box: one error, on one
+    line, naming both problems of the dataset check (mmposenc.CheckedCocoDataset,
     tests/test_datasets/test_dataset_check.py), before any iteration."""
     res = smoke_runs['mmdet']
     out = res.stdout + res.stderr
     assert res.returncode != 0
-    assert 'DatasetCheckError: dataset check of CheckedCocoDataset (' in out
-    assert f'{ANN}): 2 problem(s)\n  {INFO_LINE}\n  {ANN}: annotation id 1774 (image 74): bbox ' \
-        'width -3 <= 0\n' in out, out[-3000:]
+    bad = smoke_runs['folder'] / 'bad_coco'
+    # the traceback's last line: the error's one line, each file by its full path
+    assert out.strip().splitlines()[-1] == (
+        'mmposenc.datasets.dataset_check.DatasetCheckError: dataset check of '
+        f'CheckedCocoDataset ({bad}/{ANN}): 2 problem(s): {bad}/{INFO_LINE}; {bad}/{ANN}: '
+        'annotation id 1774 (image 74): bbox width -3 <= 0 (fix the data; '
+        'tools/misc/check_dataset.py CONFIG lists every problem, see its --help)'), out[-3000:]
     assert 'Iter(train)' not in out and 'Saving checkpoint' not in out
 
 

@@ -12,7 +12,9 @@ not checked. Works with configs by path and ``mmposenc::`` configs::
     python tools/misc/check_dataset.py my_config.py --split train --files full
 
 Exit status: 0 when every checked split is clean (drops are listed, they are not errors), 1 when
-any has a problem, 2 for a config without the asked split.
+any has a problem, 2 for a config without the asked split. Any other error ends the tool with
+one line on stderr, exit status 1 (``--traceback`` or ``MMPOSENC_TRACEBACK=1``: the full
+traceback).
 """
 import argparse
 import copy
@@ -42,6 +44,9 @@ def parse_args(argv=None):
                         help='lines shown per kind of problem (default 5)')
     parser.add_argument('--cfg-options', nargs='+', default=None,
                         help='override config settings, xxx=yyy')
+    parser.add_argument('--traceback', action='store_true',
+                        help='on an error, the full traceback instead of one line (also '
+                        'MMPOSENC_TRACEBACK=1)')
     return parser.parse_args(argv)
 
 
@@ -117,4 +122,5 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from mmposenc.utils.errors import run_tool
+    sys.exit(run_tool(main))
