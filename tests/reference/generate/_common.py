@@ -30,6 +30,10 @@ def parse_args(description, repo):
     parser.add_argument('--out', default=FIXTURES, help='folder of the fixtures')
     args = parser.parse_args()
     args.src = osp.abspath(args.src)
+    # this folder's generators are named after the repositories (timm.py, cape.py): off the
+    # path, so that ``import timm`` / ``import cape`` find the official code
+    here = osp.dirname(osp.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if osp.abspath(p or os.getcwd()) != here]
     if args.commit is None:
         try:
             args.commit = subprocess.check_output(['git', '-C', args.src, 'rev-parse', 'HEAD'],
