@@ -1,5 +1,4 @@
-"""Resolution test-time augmentation (CAPE Sec. 5.1.3): the mean of the logits over views of
-each test image at several resolutions, every view resized from the source image."""
+"""Resolution test-time augmentation: mean logits over views at several resolutions."""
 from typing import List, Optional, Union
 
 import torch
@@ -13,16 +12,12 @@ def resolution_tta_pipeline(sizes=(192, 224, 256), crop_ratio: float = 224 / 256
                             **resize_kwargs) -> List[dict]:
     """A ``tta_pipeline`` whose views are the test pipeline at ``sizes``.
 
-    Each view resizes the short edge of the source image to ``int(size / crop_ratio)`` and
-    centre-crops ``size x size`` (mmpretrain's ``ResizeEdge`` + ``CenterCrop``, the DeiT test
-    pipeline at 224 with the default ratio 224 / 256), then packs it. mmcv's ``TestTimeAug``
-    runs every view on a copy of the loaded image.
+    Each view resizes the short edge to ``int(size / crop_ratio)``, then centre-crops ``size``.
 
     Args:
-        sizes (Sequence[int]): View resolutions. Defaults to (192, 224, 256): ``r - 32, r,
-            r + 32`` with ``r = 224`` (CAPE Table 1).
+        sizes (Sequence[int]): View resolutions. Defaults to (192, 224, 256).
         crop_ratio (float): Crop size over resized short edge. Defaults to 224 / 256.
-        **resize_kwargs: Extra arguments of ``ResizeEdge``; defaults to the DeiT pipeline's
+        **resize_kwargs: Extra arguments of ``ResizeEdge``. Defaults to
             ``backend='pillow', interpolation='bicubic'``.
 
     Returns:
@@ -43,23 +38,14 @@ def resolution_tta_pipeline(sizes=(192, 224, 256), crop_ratio: float = 224 / 256
 
 @MODELS.register_module()
 class ResolutionTTAClassifier(BaseTTAModel):
-    """Average a classifier's logits over the resolution views of each test image (`CAPE
-    <https://arxiv.org/abs/2106.03143>`_ Sec. 5.1.3: resolutions ``r - 32, r, r + 32``).
+    """A classifier that averages its logits over the resolution views of each image.
 
-    The views come from the data pipeline (``tta_pipeline``, see
-    :func:`resolution_tta_pipeline`): each is resized from the source image at its own
-    resolution, so the ``r + 32`` view holds the detail of the source at that size, not an
-    upsampled ``r`` view. Every view goes through the classifier's own data preprocessor and
-    ``module(inputs, mode='tensor')`` (the logits); the mean logits become predictions through
-    ``module.head._get_predictions`` (true of mmpretrain's ``ImageClassifier`` with a
-    ``ClsHead``). Used as ``tta_model=dict(type='mmposenc.ResolutionTTAClassifier')`` with
-    ``tools/test.py --tta`` (which wraps the config's model in ``module``) or directly. It is
-    an mmengine ``BaseTTAModel``, so a checkpoint of the classifier loads into ``module``.
+    The views come from :func:`resolution_tta_pipeline`; use it with ``tools/test.py --tta``.
+    See docs/methods/cape.md.
 
     Args:
         module (dict | nn.Module): The classifier.
-        data_preprocessor (dict, optional): Unused: the classifier's own preprocessor is
-            applied to every view. Defaults to None.
+        data_preprocessor (dict, optional): Unused: views use the module's. Defaults to None.
 
     Examples:
         >>> tta = ResolutionTTAClassifier(dict(type='mmpretrain.ImageClassifier',
@@ -77,12 +63,7 @@ class ResolutionTTAClassifier(BaseTTAModel):
 
     @staticmethod
     def split_views(data: dict) -> List[dict]:
-        """The per-view batches of a collated ``TestTimeAug`` batch.
-
-        ``TestTimeAug`` packs each image as ``dict(inputs=[view_0, ...], data_samples=[...])``;
-        collated, ``data[key][v]`` is view ``v`` of the batch (a list of images, or a stacked
-        tensor with ``default_collate``).
-        """
+        """The per-view batches of a collated ``TestTimeAug`` batch: ``data[key][v]``."""
         inputs = data.get('inputs') if isinstance(data, dict) else None
         is_views = isinstance(inputs, (list, tuple)) and len(inputs) > 0 and (
             isinstance(inputs[0], (list, tuple))
@@ -94,8 +75,7 @@ class ResolutionTTAClassifier(BaseTTAModel):
         return [{k: v[i] for k, v in data.items()} for i in range(len(inputs))]
 
     def logits_and_samples(self, data: dict):
-        """Mean logits ``(B, num_classes)`` over the views of ``data`` and the data samples
-        of the first view."""
+        """Mean logits ``(B, num_classes)`` over the views, and the first view's samples."""
         views = self.split_views(data)
         total = samples = None
         for i, view in enumerate(views):
@@ -113,10 +93,7 @@ class ResolutionTTAClassifier(BaseTTAModel):
     val_step = test_step
 
     def merge_preds(self, data_samples_list):
-        """Merge per-view predictions (mmengine's ``BaseTTAModel`` path): the softmax of the
-        mean log-scores, which is the softmax of the mean logits (the per-view log-sum-exp is
-        a constant per view that the softmax removes). :meth:`test_step` averages the logits
-        directly and does not need this."""
+        """Merge per-view predictions: the softmax of the mean log-scores."""
         merged = []
         for samples in data_samples_list:
             log_p = torch.stack([s.pred_score for s in samples]).clamp_min(1e-30).log()
