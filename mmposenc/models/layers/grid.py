@@ -1,15 +1,4 @@
-"""The position grid of a token map: the ``(x, y)`` coordinates of its cells, row-major.
-
-Every encoding that places tokens on their 2D grid takes its coordinates from
-:func:`position_grid`, in one of three conventions:
-
-- ``normalize=None``: cell indices, ``x`` in ``0 .. W-1`` and ``y`` in ``0 .. H-1`` (RoPE-Axial,
-  RoPE-Mixed, 2D sin-cos, relative position bias; integer dtypes give integer indices);
-- ``'corners'``: ``[-1, 1]`` with the first and last cells at -1 and +1 (``linspace``; PerViT's
-  distances);
-- ``'centres'``: cell centres ``2 (i + 0.5) / extent - 1`` (DINOv3's RoPE), over each image's own
-  extent in a padded batch.
-"""
+"""The position grid of a token map. See docs/user_guides/rotary.md."""
 from typing import Optional, Sequence
 
 import torch
@@ -24,15 +13,11 @@ def position_grid(hw_shape: Sequence, normalize: Optional[str] = None,
     """Coordinates ``(x, y)`` of the cells of an ``H x W`` grid, in row-major order.
 
     Args:
-        hw_shape (Sequence): ``(H, W)``; traced sizes stay symbolic (ONNX export).
-        normalize (str, optional): ``None`` (cell indices), ``'corners'`` or ``'centres'``
-            (see the module docstring). Defaults to None.
-        extent (Tensor, optional): ``(..., 2)`` as (rows, columns): the extent each image's
-            centres are normalised over (``'centres'`` only; the cells beyond it get
-            coordinates beyond 1). None uses ``(H, W)``.
+        hw_shape (Sequence): ``(H, W)``.
+        normalize (str, optional): ``None``, ``'corners'`` or ``'centres'``. Defaults to None.
+        extent (Tensor, optional): ``(..., 2)`` extents for ``'centres'``. Defaults to (H, W).
         device: Where to build the grid.
-        dtype (torch.dtype): Of the result, and of the arithmetic (``'centres'`` computes
-            ``2 * c / extent - 1`` in it). Defaults to float32.
+        dtype (torch.dtype): Of the result and the arithmetic. Defaults to float32.
 
     Returns:
         Tensor: ``(H*W, 2)``, or ``extent.shape[:-1] + (H*W, 2)`` with ``extent``.
@@ -65,8 +50,8 @@ def position_grid(hw_shape: Sequence, normalize: Optional[str] = None,
         else:
             h = extent[..., 0:1].to(device=device, dtype=dtype)
             w = extent[..., 1:2].to(device=device, dtype=dtype)
-        ys = 2 * ys / h - 1  # (..., H)
-        xs = 2 * xs / w - 1  # (..., W)
+        ys = 2 * ys / h - 1
+        xs = 2 * xs / w - 1
         if extent is None:
             ys, xs = ys.reshape(-1), xs.reshape(-1)
     lead = ys.shape[:-1]
