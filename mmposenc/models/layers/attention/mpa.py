@@ -1,15 +1,4 @@
-"""Multi-head peripheral attention (MPA) of PerViT, run as fused attention with a bias.
-
-Per head, PerViT's attention is ``Normalize[Phi_c * Phi_p] V`` with
-``Phi_c = exp(Q K^T * tau)`` and row-wise L1 normalisation. Because ``Phi_p > 0``::
-
-    Normalize[exp(Q K^T tau) * Phi_p] = softmax(Q K^T tau + log Phi_p)
-
-so MPA is ``scaled_dot_product_attention`` with the additive float bias ``log Phi_p``
-(``(heads, N, N)``, broadcast over the batch). ``log Phi_p`` is produced directly as
-``logsigmoid`` of Phi_p's pre-activation, so there is no ``log(0)``; a gate supplied from
-outside is clamped at ``eps`` before the log (:func:`gate_to_bias`).
-"""
+"""Multi-head peripheral attention (MPA) of PerViT. See docs/methods/pervit.md."""
 from typing import Optional, Sequence
 
 import torch
@@ -22,19 +11,12 @@ from ..generators.peripheral import PeripheralDistanceEmbedding, PeripheralPosit
 
 
 def gate_to_bias(gate: torch.Tensor, eps: float = 1e-30) -> torch.Tensor:
-    """``log`` of a multiplicative attention gate in ``[0, 1]``, clamped at ``eps``.
-
-    With ``eps = 1e-30`` a zero gate becomes a bias of about -69: ``exp(-69)`` is below
-    float32 resolution relative to any non-negligible logit, so the softmax matches the
-    multiply-and-normalise form; a row whose gate is zero everywhere stays finite (uniform
-    over the content) instead of ``nan``.
-    """
+    """The ``log`` of a multiplicative attention gate in ``[0, 1]``, clamped at ``eps``."""
     return gate.clamp_min(eps).log()
 
 
 def pad_bias(bias: torch.Tensor, num_extra_tokens: int) -> torch.Tensor:
-    """Prepend ``num_extra_tokens`` rows/columns of zeros (no positional gating of extra
-    tokens such as ``cls``): ``(heads, N, N) -> (heads, E + N, E + N)``."""
+    """Zero rows and columns for the extra tokens: ``(heads, N, N) -> (heads, E + N, E + N)``."""
     if num_extra_tokens == 0:
         return bias
     return F.pad(bias, (num_extra_tokens, 0, num_extra_tokens, 0))
@@ -44,8 +26,7 @@ def pad_bias(bias: torch.Tensor, num_extra_tokens: int) -> torch.Tensor:
 class MPA(BaseModule):
     """Multi-head peripheral attention of `PerViT <https://arxiv.org/abs/2206.06801>`_.
 
-    ``MPA(X) = concat_h(Normalize[Phi_c^h * Phi_p^h] V^h) W_o``, computed with fused attention
-    and the bias ``log Phi_p`` (see the module docstring).
+    It runs as fused attention with the bias ``log Phi_p``.
 
     Args:
         embed_dims (int): Channels ``C``.
@@ -121,12 +102,9 @@ class MPA(BaseModule):
 
     @torch.no_grad()
     def attention_maps(self, x: torch.Tensor, hw_shape: Sequence[int]) -> dict:
-        """The attentions of Sec. 4.1 for the input ``x`` of this layer (after the norm).
+        """The unnormalised attentions ``phi_c``, ``phi_p`` and ``phi_a`` of this layer's input.
 
-        ``phi_c = exp(Q K^T tau - max_k)`` (Eq. 3 with the row maximum subtracted before the
-        exponential, footnote 13; all ones without Phi_c), ``phi_p`` (Eq. 8; all ones without
-        Phi_p) and the mixed ``phi_a = phi_c * phi_p`` (Eq. 5), unnormalised, over all
-        ``E + N`` tokens.
+        A missing ``phi_c`` or ``phi_p`` is all ones.
 
         Returns:
             dict: ``phi_c`` and ``phi_a`` ``(B, heads, E + N, E + N)``, ``phi_p``
