@@ -1,28 +1,4 @@
-"""Measures and figures of PerViT's inner workings (Sec. 4.1, Appendix B).
-
-* :func:`nonlocality` (Omega, Eq. 13): ``1/|P|^2 sum_{q,k} Phi[q, k] ||q - k||`` per head,
-  with coordinates normalised to ``[-1, 1]`` along each axis (Appendix E; what the official
-  ``util/visualize.py`` computes to sort the heads). For Phi_p, Phi_c and Phi_a.
-* :func:`impact` (Psi, Eq. 12): ``1 / ||Phi_a - Phi_p||_F`` (Psi_p) and
-  ``1 / ||Phi_a - Phi_c||_F`` (Psi_c) per head and image, averaged over the images.
-* :func:`region_radii`, :func:`region_scores`, :func:`classify_heads` (Eq. 11, 36-38): the
-  distances ``||q - k||`` in token steps are split at ``r = sqrt(HW theta / (220 pi))`` for
-  ``theta = 5, 40, 120, 220`` degrees (1.19 / 3.37 / 5.83 / 7.90 on 14 x 14 tokens) into
-  central / para-central / mid / far peripheral; a head is the region whose pairs ``(q, k)``
-  have the largest mean ``Phi_p[q, k]`` (the "average of its attention scores which fall in
-  visual region p" of Sec. 4.1). ``normalize='eq11'`` gives Eq. 11 / 36 as printed,
-  ``1/|P|^2 sum_{q,k} Phi_p[q, k] 1[||q - k|| in I_p]``: ``|P|^2`` is the same for every
-  region, so that argmax ranks the rings by their total attention mass and favours the rings
-  with the most pairs (a uniform ``Phi_p`` is mid-peripheral on 5 x 5 tokens).
-* :func:`attention_measures` runs a model on images and collects all of them per layer and
-  head, with the per-layer counts of Fig. 5 (the CPE and the FFN's two linear layers counted
-  as central, footnote 7); :func:`plot_regions`, :func:`plot_impact`,
-  :func:`plot_nonlocality` draw Fig. 5, 7 and 8, :func:`plot_phi_p` Fig. 4.
-
-The attentions are those of Sec. 4.1: ``Phi_c = exp(Q K^T tau - max_k)`` (footnote 13),
-``Phi_p`` in ``(0, 1)`` and ``Phi_a = Phi_c * Phi_p``, unnormalised
-(:meth:`mmposenc.models.layers.MPA.attention_maps`).
-"""
+"""Measures and figures of PerViT's attention heads. See docs/methods/pervit.md."""
 import math
 import os
 import os.path as osp
@@ -50,7 +26,7 @@ def _check_square(phi: torch.Tensor, hw_shape: Sequence[int], name: str = 'phi')
 
 
 def nonlocality(phi: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
-    """Omega (Eq. 13): ``1/|P|^2 sum_{q,k} Phi[q, k] ||q - k||``, coordinates in ``[-1, 1]``.
+    """The nonlocality Omega (Eq. 13) of attention maps: the mean of ``Phi[q, k] ||q - k||``.
 
     Args:
         phi (Tensor): ``(..., N, N)`` attention(s), queries x keys, ``N = H * W``.
@@ -65,7 +41,7 @@ def nonlocality(phi: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
 
 
 def impact(phi_a: torch.Tensor, phi_x: torch.Tensor) -> torch.Tensor:
-    """Psi (Eq. 12): ``1 / ||Phi_a - Phi_x||_F`` over the last two dimensions.
+    """The impact Psi (Eq. 12): ``1 / ||Phi_a - Phi_x||_F`` over the last two dimensions.
 
     ``Phi_x`` is Phi_p (Psi_p) or Phi_c (Psi_c); ``inf`` where they are equal.
 
@@ -81,7 +57,9 @@ def impact(phi_a: torch.Tensor, phi_x: torch.Tensor) -> torch.Tensor:
 
 def region_radii(hw_shape: Sequence[int], angles: Sequence[float] = REGION_ANGLES,
                  field: float = VISUAL_FIELD) -> List[float]:
-    """Eq. 38: ``r_p = sqrt(H W theta_p / (field pi))``, in token steps.
+    """The radii of the peripheral regions (Eq. 38), in token steps.
+
+    ``r_p = sqrt(H W theta_p / (field pi))``.
 
     Returns:
         list[float]: one radius per angle (14 x 14: 1.19, 3.37, 5.83, 7.90).
@@ -94,7 +72,7 @@ def region_radii(hw_shape: Sequence[int], angles: Sequence[float] = REGION_ANGLE
 
 def token_distances(hw_shape: Sequence[int], device=None,
                     dtype=torch.float64) -> torch.Tensor:
-    """``||q - k||`` in token steps (the unit of Eq. 11 and 38): ``(N, N)``."""
+    """The distances ``||q - k||`` between tokens, in token steps: ``(N, N)``."""
     h, w = hw_shape
     gy, gx = torch.meshgrid(torch.arange(h, device=device, dtype=dtype),
                             torch.arange(w, device=device, dtype=dtype), indexing='ij')
@@ -104,8 +82,11 @@ def token_distances(hw_shape: Sequence[int], device=None,
 
 def region_masks(hw_shape: Sequence[int], radii: Optional[Sequence[float]] = None,
                  device=None) -> torch.Tensor:
-    """``1[||q - k|| in I_p]`` for ``I = [0, r_0), [r_0, r_1), ...``: ``(regions, N, N)``
-    bool. Pairs at ``r_last`` or farther are in no region (Eq. 36)."""
+    """The pairs ``(q, k)`` of each region, ``(regions, N, N)`` bool.
+
+    Region ``p`` holds the distances in ``[r_(p-1), r_p)``; pairs at ``r_last`` or farther are
+    in none (Eq. 36).
+    """
     radii = region_radii(hw_shape) if radii is None else list(radii)
     d = token_distances(hw_shape, device=device)
     bounds = [0.0] + radii
@@ -126,12 +107,9 @@ def region_scores(phi: torch.Tensor, hw_shape: Sequence[int],
         phi (Tensor): ``(..., N, N)``, queries x keys.
         hw_shape (Sequence[int]): ``(H, W)``.
         radii (Sequence[float], optional): Defaults to :func:`region_radii`.
-        normalize (str): ``'mean'``: the mean of ``phi[q, k]`` over the pairs ``(q, k)`` whose
-            distance falls in the region (``sum / #pairs in I_p``; 0 for a region without
-            pairs), "the average of its attention scores which fall in visual region p" of
-            Sec. 4.1; ``'eq11'``: Eq. 11 / 36 as printed, ``sum / |P|^2``, i.e. the region's
-            share of the total attention mass (``|P|^2`` is a constant, so its argmax favours
-            the regions with the most pairs). Defaults to 'mean'.
+        normalize (str): ``'mean'`` is the mean of ``phi[q, k]`` over the pairs in the
+            region, 0 for an empty region. ``'eq11'`` is Eq. 11 as printed: the sum over
+            ``|P|^2``. Defaults to 'mean'.
 
     Returns:
         Tensor: ``(..., regions)`` in the order of :data:`REGIONS`.
@@ -164,8 +142,8 @@ def classify_heads(phi_p: torch.Tensor, hw_shape: Sequence[int],
         phi_p (Tensor): ``(heads, N, N)``.
         hw_shape (Sequence[int]): ``(H, W)``.
         radii (Sequence[float], optional): Defaults to :func:`region_radii`.
-        normalize (str): ``'mean'`` (the mean score inside each region) or ``'eq11'`` (Eq. 11
-            as printed); see :func:`region_scores`. Defaults to 'mean'.
+        normalize (str): ``'mean'`` or ``'eq11'``, see :func:`region_scores`. Defaults to
+            'mean'.
 
     Returns:
         list[str]: one of :data:`REGIONS` per head.
@@ -182,8 +160,7 @@ def classify_heads(phi_p: torch.Tensor, hw_shape: Sequence[int],
 
 @torch.no_grad()
 def collect_phi_p(model: torch.nn.Module, hw_shape: Sequence[int]) -> List[torch.Tensor]:
-    """Phi_p ``(heads, N, N)`` of every :class:`PeripheralPositionEncoding` in ``model``, in
-    module order (the layers of a PerViT or of a PEViT with ``PeripheralPE``)."""
+    """The Phi_p ``(heads, N, N)`` of every :class:`PeripheralPositionEncoding` in ``model``."""
     return [
         m.compute(hw_shape, log=False).float().cpu() for m in model.modules()
         if isinstance(m, PeripheralPositionEncoding)
@@ -191,8 +168,7 @@ def collect_phi_p(model: torch.nn.Module, hw_shape: Sequence[int]) -> List[torch
 
 
 def _central_transforms(block) -> int:
-    """Transformations of a block counted as central in Fig. 5: the CPE and the FFN's two
-    linear layers (footnote 7)."""
+    """The transformations of a block counted as central in Fig. 5 (footnote 7)."""
     cpe = 1 if getattr(block, 'cpe', None) is not None else 0
     return cpe + (2 if hasattr(block, 'mlp') else 0)
 
@@ -205,8 +181,7 @@ def attention_measures(model: torch.nn.Module, batches, normalize: str = 'mean')
         model (nn.Module): A PerViT backbone, or a model whose ``backbone`` is one (or any
             model with :class:`~mmposenc.models.layers.MPA` layers); put in eval mode.
         batches (Iterable[Tensor]): Preprocessed image batches ``(B, 3, H, W)``.
-        normalize (str): Of :func:`region_scores`: ``'mean'`` (the mean score inside each
-            region) or ``'eq11'`` (Eq. 11 as printed, divided by ``|P|^2``). Defaults to
+        normalize (str): ``'mean'`` or ``'eq11'``, see :func:`region_scores`. Defaults to
             'mean'.
 
     Returns:
@@ -276,8 +251,7 @@ def attention_measures(model: torch.nn.Module, batches, normalize: str = 'mean')
 
 
 def region_counts(result: Dict) -> List[List[int]]:
-    """Fig. 5 bars: per layer, the number of transformations in each region (heads by Eq.
-    11, the CPE and the FFN's linear layers as central)."""
+    """The number of transformations in each region per layer, the bars of Fig. 5."""
     counts = []
     for layer in result['layers']:
         row = [0] * len(REGIONS)
@@ -304,8 +278,7 @@ def _save(fig, out_file: str) -> str:
 
 
 def plot_regions(result: Dict, out_file: str, title: str = '') -> str:
-    """Fig. 5: pie chart of the region proportions over all transformations and their
-    per-layer counts (stacked bars)."""
+    """Fig. 5: a pie of the region proportions and stacked bars of the per-layer counts."""
     plt = _pyplot()
     counts = torch.tensor(region_counts(result), dtype=torch.float64)
     total = counts.sum(0)
