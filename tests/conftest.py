@@ -161,3 +161,30 @@ def pytest_collection_modifyitems(config, items):
         if any(d and d[-1].scope == 'module' and d[-1].baseid == module
                for d in defs.values()):
             item.add_marker(pytest.mark.xdist_group(module))
+
+
+# The reference-parity tests (tests/test_reference): the ``parity`` fixture compares with the
+# official code's fixtures and records each check's largest difference; with
+# ``MMPOSENC_PARITY_REPORT=<file.json>`` the records are written there at the end of the run
+# (``python tests/reference/parity_table.py <file.json>`` makes the table of
+# docs/reference_parity.md). Kept here: a second ``conftest.py`` would shadow this one's names
+# for the tests that import them.
+_PARITY_RECORDS = []
+
+
+@pytest.fixture
+def parity(request):
+    from reference_parity import Parity
+    p = Parity(request.node.nodeid)
+    yield p
+    if p.checks:
+        _PARITY_RECORDS.append(dict(test=p.nodeid, max_abs_diff=p.max_diff,
+                                    max_abs_ref=p.max_ref, checks=p.checks, **p.info))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get('MMPOSENC_PARITY_REPORT')
+    if path and _PARITY_RECORDS:
+        import json
+        with open(path, 'w') as f:
+            json.dump(_PARITY_RECORDS, f, indent=1)

@@ -1,5 +1,5 @@
 """Fixtures of CAPE from gcambara/cape (``cape/cape.py``: ``CAPE1d``, ``CAPE2d``), for
-``tests/test_reference/test_cape.py``.
+``tests/test_reference/test_parity_cape.py``.
 
 ``compute_pos_emb`` (the embedding alone; ``forward`` adds it to ``x * sqrt(d)``) with
 ``batch_first=True``:

@@ -1,5 +1,5 @@
 """Fixtures of DINOv3's RoPE from facebookresearch/dinov3 (``RopePositionEmbedding`` and
-``SelfAttention.apply_rope`` / ``forward``), for ``tests/test_reference/test_dinov3.py``.
+``SelfAttention.apply_rope`` / ``forward``), for ``tests/test_reference/test_parity_dinov3.py``.
 
 Per configuration (``base`` or ``min_period``/``max_period``; ``normalize_coords`` 'separate',
 'max', 'min'; shift / jitter / rescale in training) and grid: the periods, ``sin`` and ``cos``

@@ -1,6 +1,6 @@
 """Fixtures of PerViT's multi-head peripheral attention from juhongm999/pervit
 (``model/pervit.py``: ``MPA`` with its ``PeripheralPositionEncoding``; ``model/utils.py``:
-``OffsetGenerator``), for ``tests/test_reference/test_pervit.py``.
+``OffsetGenerator``), for ``tests/test_reference/test_parity_pervit.py``.
 
 The official code is square-only (the grid side is ``sqrt(N)``) and puts its offset grid on
 CUDA (``OffsetGenerator.initialize`` calls ``.to('cuda')``). Without a GPU this script runs

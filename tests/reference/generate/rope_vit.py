@@ -1,6 +1,6 @@
 """Fixtures of RoPE-Mixed and RoPE-Axial from naver-ai/rope-vit (``deit/models_v2_rope.py``:
 ``init_random_2d_freqs``, ``compute_mixed_cis``, ``compute_axial_cis``, ``init_t_xy``,
-``RoPEAttention``), for ``tests/test_reference/test_rope_vit.py``.
+``RoPEAttention``), for ``tests/test_reference/test_parity_rope_vit.py``.
 
 Mixed: the per-layer, per-head frequencies ``freqs`` (2, depth, heads * d/2) drawn by
 ``init_random_2d_freqs`` after ``torch.manual_seed(seed)`` (as ``rope_vit_models`` stacks

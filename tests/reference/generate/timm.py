@@ -1,5 +1,5 @@
 """Fixtures of the timm baselines from huggingface/pytorch-image-models, for
-``tests/test_reference/test_timm.py``:
+``tests/test_reference/test_parity_timm.py``:
 
 - ``timm.layers.pos_embed_sincos.build_sincos2d_pos_embed`` (2D sin-cos, MoCo v3 / MAE style)
   with ``interleave_sin_cos=True`` on every grid;

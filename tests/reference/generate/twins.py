@@ -1,5 +1,5 @@
 """Fixtures of PEG from Meituan-AutoML/Twins (``gvt.py``: ``PosCNN``, the CPVT position
-encoding generator of CPVTv2 / PCPVT / ALTGVT), for ``tests/test_reference/test_twins.py``.
+encoding generator of CPVTv2 / PCPVT / ALTGVT), for ``tests/test_reference/test_parity_twins.py``.
 
 For the stride-1 PEG (``X + DWConv3x3(X)``) and the strided one (``s=2``, no residual) on
 square, non-square and larger grids, in train and eval mode (PosCNN has no mode-dependent
@@ -17,9 +17,9 @@ Also a whole PCPVT backbone (``CPVTV2`` with ``gvt.py``'s spatial-reduction ``Bl
 stage, sr ratios 4, 2, 2, 1, LayerNorm eps 1e-6, no dropout) with random weights (its own
 init, then every parameter perturbed so the LayerNorms and biases are not at their
 initial values): its state dict, images of 32 x 32, 32 x 64 and 64 x 64, each stage's output
-tokens (forward hooks on the module that ends each stage: the PEG after its one block) and the pooled final-normalised
-features of ``forward_features`` in train and eval mode, with the gradients w.r.t. the PEG
-weights (and, on the non-square image, the image).
+tokens (forward hooks on the module that ends each stage: the PEG after its one block) and
+the pooled final-normalised features of ``forward_features`` in train and eval mode, with
+the gradients w.r.t. the PEG weights (and, on the non-square image, the image).
 
 ``gvt.py`` imports timm (any timm 0.4 - 1.0 works for ``PosCNN`` and ``CPVTV2``).
 """

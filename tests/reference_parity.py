@@ -6,7 +6,7 @@ import os.path as osp
 
 import torch
 
-FIXTURES = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'reference', 'fixtures')
+FIXTURES = osp.join(osp.dirname(osp.abspath(__file__)), 'reference', 'fixtures')
 
 
 def load_fixture(name):
