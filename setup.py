@@ -158,8 +158,9 @@ if __name__ == '__main__':
         version=get_version(),
         description='Position encodings for vision transformers (PEG/CPVT, PerViT, CAPE, '
         'SaPE2) as an OpenMMLab plugin',
+        # projects/ (the studies: drivers, results, write-ups) stays out of the wheel
         packages=find_packages(exclude=('configs', 'configs.*', 'tools', 'tools.*', 'tests',
-                                        'tests.*')),
+                                        'tests.*', 'projects', 'projects.*')),
         package_data={'mmposenc': MIM_PACKAGE_DATA},
         py_modules=[STARTUP_MODULE],
         cmdclass={'build_py': build_py_with_startup_pth,

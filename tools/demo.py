@@ -38,10 +38,9 @@ import sys
 import time
 
 REPO = osp.dirname(osp.dirname(osp.realpath(__file__)))
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
-sys.path.insert(0, REPO)
-sys.path.append(osp.join(REPO, 'tools'))  # _runner_utils (appended: shadows nothing)
-from _runner_utils import stretch_schedule  # noqa: E402
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.realpath(__file__))))
+from mmposenc.utils.tools.runner import stretch_schedule  # noqa: E402
 CONFIG_DIR = osp.join(REPO, 'configs', 'peg_deformable_detr')
 # the rows of CPVT Table 4: "w/o PE", the stock sine PE, "w/o PE + PEG"
 ENCODINGS = ('none', 'sine', 'peg')
@@ -116,8 +115,7 @@ def shapes_params(args):
 
 def prepare_shapes(args):
     """Generate shapes_coco (skipped when already there) and return its root."""
-    sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-    from make_shapes_coco import make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     params = shapes_params(args)
     default = SHAPES_QUICK if args.quick else SHAPES
     name = 'shapes_coco_demo_quick' if args.quick else 'shapes_coco_demo'

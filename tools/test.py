@@ -26,10 +26,9 @@ import os
 import os.path as osp
 import sys
 
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
 sys.path.insert(0, osp.dirname(osp.dirname(osp.realpath(__file__))))
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from _runner_utils import build_runner, load_config  # noqa: E402
+from mmposenc.utils.tools.runner import build_runner, load_config  # noqa: E402
 from mmposenc.utils.errors import MMPosEncError, run_tool  # noqa: E402
 
 

@@ -1,13 +1,13 @@
 """tools/analysis/batch_consistency.py: --quick trains, evaluates batch 1 vs 4, and with the
 backbone run per image our Deformable-DETR gives the same scores in both (mmdet's does not);
 --demo-work-dir does the same on the checkpoints tools/demo.py wrote (here fake ones)."""
-import importlib.util
 import json
 import os
 import os.path as osp
-import sys
 
 import pytest
+
+from tool_files import load_tool
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -15,11 +15,7 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 @pytest.mark.slow
 def test_quick_run_rows_and_equal_backbone_consistency(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # --quick generates its data in the working directory's data/
-    spec = importlib.util.spec_from_file_location(
-        'mmposenc_batch_consistency', osp.join(REPO, 'tools', 'analysis',
-                                               'batch_consistency.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('analysis/batch_consistency.py', 'mmposenc_batch_consistency')
     rows = tool.main(['--quick', '--detectors', 'deformable-detr', '--work-dir',
                       str(tmp_path), '--out', str(tmp_path / 'rows.json')])
     by_model = {r['model']: r for r in rows}
@@ -34,13 +30,6 @@ def test_quick_run_rows_and_equal_backbone_consistency(tmp_path, monkeypatch):
     assert (tmp_path / 'rows.json').is_file()
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, osp.join(REPO, *path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _fake_demo_run(tmp_path):
     """A tools/demo.py work dir as the demo leaves it (``<dir>/{sine,peg}/<config>.py`` as the
     Runner dumps it, ``iter_N.pth``, ``last_checkpoint``), with randomly initialised models on
@@ -49,9 +38,8 @@ def _fake_demo_run(tmp_path):
     from mmengine.registry import init_default_scope
 
     from mmposenc.registry import MODELS
-    sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-    from make_shapes_coco import make_shapes_coco
-    demo = _load('mmposenc_demo_for_batch_consistency', ('tools', 'demo.py'))
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
+    demo = load_tool('demo.py', 'mmposenc_demo_for_batch_consistency')
     data_root = make_shapes_coco(str(tmp_path / 'data'), num_train=2, num_val=4, min_size=96,
                                  max_size=128, object_size=(0.25, 0.5), seed=0)
     work_dir = tmp_path / 'demo'
@@ -79,8 +67,7 @@ def _fake_demo_run(tmp_path):
 def test_demo_work_dir_evaluates_the_demo_checkpoints(tmp_path):
     """--demo-work-dir trains nothing: it evaluates the demo's sine and PEG checkpoints with
     their dumped configs on their val set, in our models and in mmdet's, batch 1 vs 4."""
-    tool = _load('mmposenc_batch_consistency_demo', ('tools', 'analysis',
-                                                     'batch_consistency.py'))
+    tool = load_tool('analysis/batch_consistency.py', 'mmposenc_batch_consistency_demo')
     work_dir, ckpts = _fake_demo_run(tmp_path)
     rows = tool.main(['--demo-work-dir', str(work_dir), '--work-dir', str(tmp_path / 'unused'),
                       '--out', str(tmp_path / 'rows.json')])
@@ -101,8 +88,7 @@ def test_demo_work_dir_evaluates_the_demo_checkpoints(tmp_path):
 
 
 def test_demo_work_dir_without_a_finished_run_says_so(tmp_path):
-    tool = _load('mmposenc_batch_consistency_missing', ('tools', 'analysis',
-                                                        'batch_consistency.py'))
+    tool = load_tool('analysis/batch_consistency.py', 'mmposenc_batch_consistency_missing')
     (tmp_path / 'sine').mkdir()
     with pytest.raises(FileNotFoundError, match=r"'peg' model .*run tools/demo.py first"):
         tool.main(['--demo-work-dir', str(tmp_path)])

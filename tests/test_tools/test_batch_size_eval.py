@@ -8,13 +8,13 @@ predictions and the same mAP at every batch size; mmdet's own classes on the sam
 not. No timing is asserted."""
 import json
 import os.path as osp
-import sys
 
 import pytest
 import torch
 
 from conftest import REPO_ROOT
 from forked_runs import run_in_process
+from tool_files import load_tool
 
 pytest.importorskip('mmdet')
 
@@ -24,15 +24,11 @@ CONFIG = osp.join(REPO_ROOT, 'configs', 'peg_deformable_detr',
 
 
 def _tool():
-    if osp.dirname(TOOL) not in sys.path:
-        sys.path.insert(0, osp.dirname(TOOL))
-    import batch_size_eval
-    return batch_size_eval
+    return load_tool('analysis/batch_size_eval.py')
 
 
 def test_ours_is_batch_size_exact_and_stock_is_not(tmp_path):
-    sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'dataset_converters'))
-    from make_shapes_coco import make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     # the config's data_root, relative to the user's folder: images of 96-128 px, padded
     make_shapes_coco(str(tmp_path / 'data' / 'shapes_coco'), num_train=2, num_val=6,
                      min_size=96, max_size=128, seed=0)

@@ -1,14 +1,11 @@
 """tools/benchmark/run_all.py: interleaved medians and the markdown table (no timings asserted)."""
-import os.path as osp
-import sys
 
 import torch
+from tool_files import load_tool
 
-from conftest import REPO_ROOT
+from mmposenc.utils.tools.machine import interleaved_medians
 
-sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'benchmark'))
-import run_all  # noqa: E402
-from cpvt_speed import interleaved_medians  # noqa: E402
+run_all = load_tool('benchmark/run_all.py')
 
 
 def test_repetitions_are_interleaved():

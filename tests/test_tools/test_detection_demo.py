@@ -4,18 +4,15 @@ import hashlib
 import json
 import os
 import os.path as osp
-import sys
 
 import numpy as np
 import pytest
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-sys.path.insert(0, osp.join(REPO, 'tools'))
+from tool_files import load_tool
 
 
 def test_shapes_coco_is_deterministic_and_valid(tmp_path):
-    from make_shapes_coco import CLASSES, make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import CLASSES, make_shapes_coco
     a = make_shapes_coco(str(tmp_path / 'a'), num_train=6, num_val=3, seed=3)
     b = make_shapes_coco(str(tmp_path / 'b'), num_train=6, num_val=3, seed=3)
     for split in ('train', 'val'):
@@ -48,7 +45,7 @@ def _box_sides(root, split='train'):
 
 
 def test_shapes_coco_object_size_and_disjoint_splits(tmp_path):
-    from make_shapes_coco import make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     kw = dict(num_train=40, num_val=20, min_size=96, max_size=128, seed=0)
     small = make_shapes_coco(str(tmp_path / 'small'), **kw)
     large = make_shapes_coco(str(tmp_path / 'large'), object_size=(0.3, 0.5), **kw)
@@ -63,13 +60,14 @@ def test_shapes_coco_object_size_and_disjoint_splits(tmp_path):
 
 
 def test_demo_models_differ_only_in_the_encoder_position_encoding(tmp_path):
-    import demo
+    demo = load_tool('demo.py', 'mmposenc_tools_demo')
     args = demo.parse_args(['--work-dir', str(tmp_path)])
     cfgs = {pe: demo.build_cfg(pe, args, str(tmp_path)).to_dict() for pe in demo.ENCODINGS}
     assert list(cfgs) == ['none', 'sine', 'peg']  # the rows of CPVT Table 4
     assert {pe: c['model']['encoder_pos'] for pe, c in cfgs.items()} == \
         dict(none='none', sine='sine', peg='peg')
-    assert cfgs['peg']['model']['peg_after'] == (0, )  # after the first encoder layer (CPVT)
+    # the mode's default: one PEG after the first encoder layer (CPVT)
+    assert 'peg_after' not in cfgs['peg']['model']
     for c in cfgs.values():
         for key in ('encoder_pos', 'peg_after', 'peg_cfg', 'level_embed'):
             c['model'].pop(key, None)
@@ -82,7 +80,7 @@ def test_demo_models_differ_only_in_the_encoder_position_encoding(tmp_path):
 
 
 def test_demo_models_build_and_differ_by_the_peg_weights_only(tmp_path):
-    import demo
+    demo = load_tool('demo.py', 'mmposenc_tools_demo')
     from mmengine.registry import init_default_scope
 
     import mmposenc.models  # noqa: F401
@@ -105,7 +103,7 @@ def test_demo_models_build_and_differ_by_the_peg_weights_only(tmp_path):
 
 
 def test_demo_iters_stretch_the_configured_schedule(tmp_path):
-    import demo
+    demo = load_tool('demo.py', 'mmposenc_tools_demo')
     base = demo.build_cfg('peg', demo.parse_args(['--work-dir', str(tmp_path)]), str(tmp_path))
     cfg = demo.build_cfg('peg', demo.parse_args(['--work-dir', str(tmp_path), '--iters', '1000']),
                          str(tmp_path))
@@ -130,7 +128,7 @@ def test_demo_quick_runs_the_three_models_and_writes_table_and_figure(tmp_path, 
     tools/demo.py --worker ...`` in a fresh process, as always), the table, and the outputs
     (one folder per model, demo.png) in the relative --work-dir there. The demo's ``main``
     runs in this process: the processes it starts are the command line's."""
-    import demo
+    demo = load_tool('demo.py', 'mmposenc_tools_demo')
     monkeypatch.chdir(tmp_path)
     results = demo.main(['--quick', '--work-dir', 'runs'])
     stdout = capsys.readouterr().out

@@ -1,23 +1,24 @@
-"""tools/analysis/detection_resolution_study.py (issue 23.2): the test-scale specs, the rewrite
+"""projects/detection_resolution (issue 23.2) and tools/analysis/detection_scales.py: the
+test-scale specs, the rewrite
 of the shipped shapes configs' test pipeline (run by mmdet's transforms on a generated image),
 the variants' encodings, the report rebuilt from stored run files in a fresh process, the
 MSDA switch, and one quick end-to-end run (a failed GPU run retried on the CPU, evaluated at
-two scales, resumed, its checkpoint evaluated by ``--config`` mode)."""
+two scales, resumed, its checkpoint evaluated by the tool)."""
 import json
 import os.path as osp
 import shutil
 import subprocess
-import sys
 
 import pytest
 import torch
 
 from conftest import REPO_ROOT
 
-sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'analysis'))
-import detection_resolution_study as study  # noqa: E402
+from tool_files import load_project, load_tool, project_argv, project_env
 
-SCRIPT = osp.join(REPO_ROOT, 'tools', 'analysis', 'detection_resolution_study.py')
+STUDY = 'detection_resolution.detection_resolution_study'
+study = load_project(STUDY)
+scales_tool = load_tool('analysis/detection_scales.py')
 DD_SINE = osp.join(REPO_ROOT, 'configs', 'peg_deformable_detr',
                    'deformable-detr-sine_r18-quarter_1xb4-2500i_shapes.py')
 
@@ -59,8 +60,7 @@ def test_iters_refuses(spec):
 @pytest.fixture(scope='module')
 def shapes_image(tmp_path_factory):
     """One generated shapes_coco val image (the demo's generator), path and (h, w)."""
-    sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'dataset_converters'))
-    from make_shapes_coco import make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     root = make_shapes_coco(str(tmp_path_factory.mktemp('shapes')), num_train=1, num_val=1,
                             min_size=96, max_size=128, seed=0)
     img = json.load(open(osp.join(root, 'annotations', 'instances_val.json')))['images'][0]
@@ -143,8 +143,9 @@ def test_report_only_rebuilds_table_and_figure(tmp_path):
     for (v, s), aps in data.items():
         (runs / f'{v}__seed{s}.json').write_text(json.dumps(_record(v, s, aps)))
     fig = tmp_path / 'fig' / 'scales.png'
-    out = subprocess.run([sys.executable, SCRIPT, '--report-only', '--out-dir', str(tmp_path),
-                          '--figure', str(fig)], capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(project_argv(STUDY, '--report-only', '--out-dir', str(tmp_path),
+                                      '--figure', str(fig)),
+                         capture_output=True, text=True, cwd=tmp_path, env=project_env())
     assert out.returncode == 0, out.stderr[-2000:]
     table = (tmp_path / 'detection_resolution.md').read_text()
     assert '| 0.5 | 1 (train) | 2 | 1x0.75 | mean off-train |' in table
@@ -155,8 +156,9 @@ def test_report_only_rebuilds_table_and_figure(tmp_path):
     summary = json.loads((tmp_path / 'detection_resolution.json').read_text())
     assert summary['variants']['dd-peg']['scales']['2']['min'] == pytest.approx(40.0)
     assert fig.stat().st_size > 10000
-    empty = subprocess.run([sys.executable, SCRIPT, '--report-only', '--out-dir',
-                            str(tmp_path / 'none')], capture_output=True, text=True)
+    empty = subprocess.run(project_argv(STUDY, '--report-only', '--out-dir',
+                                        str(tmp_path / 'none')),
+                           capture_output=True, text=True, env=project_env())
     assert empty.returncode != 0 and 'no run files' in empty.stderr
 
 
@@ -179,9 +181,9 @@ def test_quick_study_retry_on_cpu_resume_and_checkpoint(tmp_path, monkeypatch):
     is kept. (The study's own functions, as ``main`` calls them: the command line refuses
     ``--device cuda`` where there is no CUDA.) Then the command line from the user's folder:
     a second call resumes (nothing to do), makes the data again in the user's data/ and
-    rebuilds the report; ``--config`` mode on the run's checkpoint gives the study's numbers.
-    (The resuming command line in a fresh process, ``--config`` mode through ``main`` in this
-    one.)"""
+    rebuilds the report; tools/analysis/detection_scales.py on the run's checkpoint gives the
+    study's numbers. (The resuming command line in a fresh process, the tool through ``main`` in
+    this one.)"""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv('OMP_NUM_THREADS', '1')
     monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '')  # the GPU slot's worker finds no CUDA
@@ -197,12 +199,13 @@ def test_quick_study_retry_on_cpu_resume_and_checkpoint(tmp_path, monkeypatch):
     failed_log = (tmp_path / 'out' / 'work' / 'detr-rope-mixed__seed0.cuda-failed.log')
     assert 'torch.cuda.is_available() is False' in failed_log.read_text()
     # the command line: the data made again in the user's data/, the run resumed, the report;
-    # the run's checkpoint through --config mode: the same numbers as the study's evaluation
+    # the run's checkpoint through the tool: the same numbers as the study's evaluation
     shutil.rmtree(tmp_path / 'data')
     data = 'data/shapes_coco_demo_quick/'
     ann = data + 'annotations/instances_val.json'
     ckpt = tmp_path / 'out' / 'work' / 'detr-rope-mixed__seed0' / 'iter_4.pth'
-    again = subprocess.run([sys.executable, SCRIPT] + quick, capture_output=True, text=True)
+    again = subprocess.run(project_argv(STUDY, *quick), capture_output=True, text=True,
+                           env=project_env())
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert '0 run(s) to do' in again.stdout
     assert (tmp_path / 'data' / 'shapes_coco_demo_quick').is_dir()  # the user's paths
@@ -210,7 +213,7 @@ def test_quick_study_retry_on_cpu_resume_and_checkpoint(tmp_path, monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the study's worker evaluated (--threads 1)
     try:
-        study.main(['--config', osp.join(REPO_ROOT, study.DETR_SHAPES), '--checkpoint',
+        scales_tool.main(['--config', osp.join(REPO_ROOT, study.DETR_SHAPES), '--checkpoint',
                     str(ckpt), '--scales', '1x0.75', '1', '--out', 'ckpt.json',
                     '--cfg-options', 'model.encoder_pos=rope_mixed',
                     f'test_dataloader.dataset.data_root={data}',

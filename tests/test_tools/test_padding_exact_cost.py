@@ -4,10 +4,10 @@ and predict), with the exact / stock ratio (no timings asserted). The tool's ``m
 this process with its command line (tests/forked_runs.py's run_in_process: torch's thread
 count and random state are restored)."""
 import os.path as osp
-import sys
 
 import pytest
 from forked_runs import run_in_process
+from tool_files import load_tool
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TOOL = osp.join(REPO, 'tools', 'benchmark', 'padding_exact_cost.py')
@@ -42,8 +42,7 @@ def test_configs_mode_times_train_step_and_predict_of_a_shipped_config(run_tool,
     """``--configs``: the shipped demo config (its own data, generated shapes images of
     different sizes in the user's data/: padded batches) timed with the mode off and on, train
     step and predict, one row each, the batches padded."""
-    sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-    from make_shapes_coco import make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     make_shapes_coco(str(tmp_path / 'data' / 'shapes_coco'), num_train=4, num_val=4,
                      min_size=96, max_size=128, seed=0)
     config = osp.join(REPO, 'configs', 'peg_deformable_detr',
@@ -65,8 +64,7 @@ def test_init_weights_offline_fills_uninitialised_weights_and_downloads_nothing(
     import torch
     from mmengine.model import BaseModule, Sequential
     from torch import nn
-    sys.path.insert(0, osp.dirname(TOOL))
-    from padding_exact_cost import init_weights_offline
+    init_weights_offline = load_tool('benchmark/padding_exact_cost.py').init_weights_offline
 
     class Host(BaseModule):
 

@@ -1,17 +1,17 @@
-"""tools/analysis/pe_resolution_experiment.py on synthetic idx files (no Fashion-MNIST): its
-``main`` with a command line, in this process (tests/forked_runs.py's run_in_process: torch's
-threads and random state restored)."""
+"""projects/pe_zoo_resolution/pe_resolution_experiment.py on synthetic idx files (no
+Fashion-MNIST): its ``main`` with a command line (``python -m``), in this process
+(tests/forked_runs.py's run_in_process: torch's threads and random state restored)."""
 import gzip
 import json
-import os.path as osp
-import sys
 
 import numpy as np
 import pytest
 from forked_runs import run_in_process
+from tool_files import load_project
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-SCRIPT = osp.join(REPO, 'tools', 'analysis', 'pe_resolution_experiment.py')
+STUDY = 'pe_zoo_resolution.pe_resolution_experiment'
+#: ``python -m projects.<STUDY> ARGS`` (the arguments: the run's argv)
+RUN_STUDY = f"import runpy; runpy.run_module('projects.{STUDY}', run_name='__main__')"
 
 
 def write_idx(path, array):
@@ -33,19 +33,15 @@ def test_idx_reader_and_tiny_run(tmp_path):
         write_idx(root / f'{prefix}-images-idx3-ubyte.gz', images)
         write_idx(root / f'{prefix}-labels-idx1-ubyte.gz', labels)
 
-    sys.path.insert(0, osp.dirname(SCRIPT))
-    try:
-        import pe_resolution_experiment as exp
-    finally:
-        sys.path.pop(0)
+    exp = load_project(STUDY)
     images, labels = exp.load_split(str(root), 'train')
     assert images.shape == (60, 28, 28) and labels.tolist()[:3] == [0, 1, 2]
     x, y = exp.subsample(images, labels, 20, seed=0)
     assert x.shape == (20, 1, 28, 28) and np.bincount(y.numpy()).tolist() == [2] * 10
 
     out = tmp_path / 'out'
-    res = run_in_process(dict(argv=[
-        SCRIPT, '--data-root', str(root), '--out-dir', str(out),
+    res = run_in_process(dict(code=RUN_STUDY, argv=[
+        '--data-root', str(root), '--out-dir', str(out),
         '--encodings', 'none', 'cape', '--train-size', '40', '--test-size', '20',
         '--epochs', '1', '--batch-size', '20', '--eval-res', '20', '36', '--embed-dims',
         '16', '--depth', '1', '--heads', '2', '--threads', '1'], cwd=str(tmp_path)))

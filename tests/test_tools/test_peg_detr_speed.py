@@ -1,15 +1,12 @@
 """tools/benchmark/peg_detr_speed.py: shared weights, interleaving, paired ratios, the table
 (no timings asserted)."""
-import os.path as osp
-import sys
 
 import pytest
 import torch
 
-from conftest import REPO_ROOT
+from tool_files import load_tool
 
-sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'benchmark'))
-import peg_detr_speed  # noqa: E402
+peg_detr_speed = load_tool('benchmark/peg_detr_speed.py')
 
 pytest.importorskip('mmdet')
 

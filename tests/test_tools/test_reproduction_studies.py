@@ -1,28 +1,26 @@
-"""tools/experiments/*: the CPU-scale reproduction studies of docs/reproductions.md.
+"""projects/*: the CPU-scale reproduction studies of docs/reproductions.md.
 
 Each study's ``--quick`` mode runs end to end in-process on synthetic idx files (no
 Fashion-MNIST needed): every variant trains, the run files, the table and the PNG appear;
 plus the shared pieces (augmentation, statistics, resume) on their own.
 """
 import gzip
-import importlib
 import json
 import os.path as osp
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
+from tool_files import load_project
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-EXP_DIR = osp.join(REPO, 'tools', 'experiments')
 
 
 def _import(name):
-    if EXP_DIR not in sys.path:
-        sys.path.insert(0, EXP_DIR)
-    return importlib.import_module(name)
+    """The shared study library (``fmnist_study``) or a study's driver, from projects/."""
+    return load_project('common.fmnist_study' if name == 'fmnist_study' else f'{name}.{name}')
 
 
 def _write_idx(path, array):

@@ -1,29 +1,25 @@
-"""tools/experiments/resolution_real_images.py (study 6 of docs/reproductions.md): the photo
+"""projects/resolution_real_images (study 6 of docs/reproductions.md): the photo
 file, the views (the same window at every size, real detail at the larger ones, rotations
 without a shape cue, balanced labels), the runs (resume, report, parallel jobs) and its
 errors. Photos: a few COCO128 images at their real size."""
-import importlib
 import json
 import os
 import os.path as osp
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-TOOL = osp.join(REPO, 'tools', 'experiments', 'resolution_real_images.py')
+from tool_files import load_project, project_argv, project_env
+
+STUDY = 'resolution_real_images.resolution_real_images'
 
 
 @pytest.fixture(scope='module')
 def rr():
-    exp = osp.dirname(TOOL)
-    if exp not in sys.path:
-        sys.path.insert(0, exp)
-    return importlib.import_module('resolution_real_images')
+    return load_project(STUDY)
 
 
 @pytest.fixture(scope='module')
@@ -174,10 +170,10 @@ def test_parallel_jobs_from_the_users_folder(photos_file, tmp_path):
     """``--jobs 2`` in a fresh process started in the user's folder: two runs in two
     processes, each stored, then the report."""
     res = subprocess.run(
-        [sys.executable, TOOL, '--quick', '--data', photos_file, '--variants', 'ppe',
-         '--jobs', '2', '--eval-sizes', '24', '--out-dir', 'study'],
+        project_argv(STUDY, '--quick', '--data', photos_file, '--variants', 'ppe',
+                     '--jobs', '2', '--eval-sizes', '24', '--out-dir', 'study'),
         cwd=str(tmp_path), capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, OMP_NUM_THREADS='1'))
+        env=project_env(dict(os.environ, OMP_NUM_THREADS='1')))
     assert res.returncode == 0, res.stderr[-3000:]
     assert '2 runs to do on cpu, 2 at a time' in res.stdout
     for seed in (0, 1):

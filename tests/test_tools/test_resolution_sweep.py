@@ -2,16 +2,13 @@
 at several resolutions without fine-tuning."""
 import json
 import os.path as osp
-import sys
 
 import pytest
 import torch
 
-from conftest import REPO_ROOT
+from tool_files import load_tool
 
-sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'analysis'))
-sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'dataset_converters'))
-import resolution_sweep as sweep  # noqa: E402
+sweep = load_tool('analysis/resolution_sweep.py')
 
 DEIT_TEST = [dict(type='LoadImageFromFile'),
              dict(type='ResizeEdge', scale=256, edge='short', backend='pillow'),
@@ -55,7 +52,7 @@ test_dataloader = dict(
 
 @pytest.mark.slow  # real COCO128 crops, 20 training steps, 3 resolutions (~10 s)
 def test_sweep_on_a_trained_tiny_cpvt(coco128_root, tmp_path):
-    import coco_crops_cls
+    coco_crops_cls = load_tool('dataset_converters/coco_crops_cls.py')
     from mmengine.config import Config
     crops = str(tmp_path / 'crops')
     stats = coco_crops_cls.convert(coco128_root, crops, num_classes=3, min_size=24,

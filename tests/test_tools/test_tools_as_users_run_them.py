@@ -23,13 +23,13 @@ import os
 import os.path as osp
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from conftest import REPO_ROOT
 from forked_runs import run_tools
+from tool_files import load_tool
 
 TOOLS_DIR = osp.join(REPO_ROOT, 'tools')
 SMOKE = 'smoke/detr_r18_1xb2-8it_coco128.py'
@@ -348,9 +348,7 @@ def test_benchmark_table_is_printed_not_written_without_out(clone_cli_runs):
 
 
 def _demo_module():
-    sys.path.insert(0, TOOLS_DIR)
-    import demo
-    return demo
+    return load_tool('demo.py', 'mmposenc_tools_demo')
 
 
 def test_demo_reads_and_writes_relative_to_the_working_directory(tmp_path, monkeypatch):

@@ -1,16 +1,14 @@
 """tools/analysis/visualize_attention.py: recomputed attention = what the module computed."""
 import os.path as osp
-import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import REPO_ROOT
+from tool_files import load_tool
 
-sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'analysis'))
-import visualize_attention as va  # noqa: E402
+va = load_tool('analysis/visualize_attention.py')
 
 TINY = dict(embed_dims=32, num_layers=2, num_heads=4, feedforward_channels=64)
 

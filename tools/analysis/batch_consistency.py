@@ -45,9 +45,10 @@ import time
 import torch
 from torch import nn
 
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
-sys.path.insert(0, REPO)
 DD_DIR = osp.join(REPO, 'configs', 'peg_deformable_detr')
 DD_CONFIGS = {
     'peg': osp.join(DD_DIR, 'deformable-detr-peg_r18-half_1xb4-400i_shapes.py'),
@@ -268,8 +269,7 @@ def main(argv=None):
     from mmengine.registry import init_default_scope
 
     import mmposenc.models.detectors  # noqa: F401
-    sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-    from make_shapes_coco import make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     if args.demo_work_dir:
         args.detectors = ['deformable-detr']
     elif args.quick:

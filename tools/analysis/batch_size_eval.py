@@ -71,9 +71,10 @@ import sys
 import time
 from typing import Dict, List, Optional
 
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
-sys.path.insert(0, osp.join(REPO, 'tools'))  # _coco128, _runner_utils
-sys.path.insert(0, REPO)  # this checkout's mmposenc
 
 #: Tolerances of "the same predictions" (issue 20: scores 1e-4, boxes 0.01 px).
 SCORE_TOL = 1e-4
@@ -138,7 +139,7 @@ def to_stock(cfg) -> None:
 
 def load_cfg(config: str, work_dir: str):
     """The config of a row (``stock:`` / ``off:`` applied), quiet, its work dir set."""
-    from _runner_utils import load_config
+    from mmposenc.utils.tools.runner import load_config
     from mmengine.config import Config
     stock, off, on = (config.startswith(p) for p in ('stock:', 'off:', 'on:'))
     path = config.split(':', 1)[1] if stock or off or on else config
@@ -151,7 +152,7 @@ def load_cfg(config: str, work_dir: str):
         cfg.work_dir = work_dir
     if stock:
         to_stock(cfg)
-    if off or on:  # the model's one switch (ExactPaddingMixin)
+    if off or on:  # the model's one switch (PaddingExactMixin)
         cfg.model.padding_exact = bool(on)
     cfg.log_level = 'WARNING'
     cfg.launcher = 'none'
@@ -179,7 +180,7 @@ def write_ann(src: str, dst: str, num_images: Optional[int], sort: bool) -> List
 
 def test_ann_file(cfg) -> str:
     """The absolute annotation file of the config's test dataset."""
-    from _coco128 import innermost_dataset
+    from mmposenc.utils.tools.coco128 import innermost_dataset
     ds = innermost_dataset(cfg.test_dataloader.dataset)
     ann = ds.ann_file
     if not osp.isabs(ann) and ds.get('data_root', None):
@@ -189,7 +190,7 @@ def test_ann_file(cfg) -> str:
 
 def set_test_data(cfg, ann_file: str, batch_size: int, workers: int) -> None:
     """Test dataloader: ``ann_file`` (dataset and evaluator), ``batch_size``, in order."""
-    from _coco128 import innermost_dataset
+    from mmposenc.utils.tools.coco128 import innermost_dataset
     loader = cfg.test_dataloader
     loader.batch_size = batch_size
     loader.num_workers = workers
@@ -334,7 +335,7 @@ def random_checkpoint(cfg, work_dir: str, seed: int, cache: dict, device: str) -
     """Seeded initial weights with trained-like norms (module doc), saved; reused by models
     with the same state-dict keys."""
     import torch
-    from _coco128 import make_norms_trained_like
+    from mmposenc.utils.tools.coco128 import make_norms_trained_like
     from mmengine.runner import Runner
     cfg = copy.deepcopy(cfg)
     cfg.randomness = dict(seed=seed)
@@ -395,7 +396,7 @@ def exact_backbone(cfg) -> None:
 
 def evaluate_model(label, config, checkpoint, args, cache) -> dict:
     import torch
-    from _coco128 import DEFAULT_COCO128, point_at_coco
+    from mmposenc.utils.tools.coco128 import DEFAULT_COCO128, point_at_coco
     work = osp.join(osp.abspath(args.work_dir), label.replace(' ', '_').replace('/', '_')
                     .replace(',', '').replace('(', '').replace(')', ''))
     os.makedirs(work, exist_ok=True)

@@ -35,8 +35,9 @@ import sys
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 from mmposenc.analysis import (NORMALIZE_MODES, attention_measures,  # noqa: E402
                                classify_heads, collect_phi_p, nonlocality, plot_impact,
                                plot_nonlocality, plot_phi_p, plot_regions, region_radii,

@@ -37,9 +37,10 @@ import resource
 import sys
 import time
 
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
-sys.path.insert(0, REPO_ROOT)
 DEFAULT_CONFIG = osp.join(REPO_ROOT, 'configs', 'pervit', 'retinanet_pervit-t_fpn_1x_coco.py')
 
 

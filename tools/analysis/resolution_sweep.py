@@ -28,7 +28,9 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+
 
 RESIZE_TYPES = ('Resize', 'ResizeEdge', 'CenterCrop', 'RandomResizedCrop')
 

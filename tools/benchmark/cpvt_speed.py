@@ -11,30 +11,14 @@ the PEG as "negligible" extra cost. Both backbones get the same batch in evaluat
 """
 import argparse
 import os.path as osp
-import statistics
 import sys
-import time
-from typing import Callable, Dict
+from typing import Dict
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-
-
-def interleaved_medians(fns: Dict[str, Callable], repeats: int, warmup: int = 2
-                        ) -> Dict[str, float]:
-    """Median seconds of every function, the repetitions interleaved (a, b, a, b, ...) so that
-    background load hits all of them alike."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t)
-    return {k: statistics.median(v) for k, v in times.items()}
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+from mmposenc.utils.tools.machine import interleaved_medians
 
 
 def build_pair(img_size=224):

@@ -56,7 +56,7 @@ the neck list with its ``padding_exact``; mmdet's ``Mask2Former`` as
 
 The image sizes are bound around each call by this tool too
 (:func:`~mmposenc.models.padding_exact.backbone_image_shapes`): for the detectors that
-bind them themselves (mmposenc's, ``ExactPaddingMixin``) the same binding is made twice; for a
+bind them themselves (mmposenc's, ``PaddingExactMixin``) the same binding is made twice; for a
 host detector that does not bind them yet, the row is marked ``bound by the tool`` (it is the
 cost the mode will have once the detector binds, not what the config does today).
 
@@ -81,11 +81,11 @@ from typing import Callable, Dict, List
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from bench_common import machine  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
-sys.path.insert(0, REPO)  # this checkout's mmposenc
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+from mmposenc.utils.tools.machine import machine  # noqa: E402
 #: Where --configs finds the ADE20K sample for mmseg configs unless told otherwise.
 DEFAULT_ADE20K = osp.join(
     os.environ.get('MMPOSENC_SHARED_DATA', osp.join(osp.dirname(REPO), 'shared', 'data')),
@@ -100,7 +100,7 @@ LABELS = {'r50': 'ResNet-50 (PaddingExactResNet)', 'pvt-s': 'PVTPEG-S', 'pvt-t':
 class BackboneWithPyramid(torch.nn.Module):
     """A stride-16 ViT and its SimplePyramid as one module: with image sizes bound for it
     (``backbone_image_shapes``), the backbone gets them and the pyramid the padding masks of
-    the backbone's maps (what ExactPaddingMixin does in a detector)."""
+    the backbone's maps (what PaddingExactMixin does in a detector)."""
 
     def __init__(self, backbone, neck):
         super().__init__()
@@ -415,7 +415,7 @@ def init_weights_offline(model: torch.nn.Module) -> List[str]:
     Returns:
         list[str]: The checkpoints that were dropped.
     """
-    from _runner_utils import drop_pretrained
+    from mmposenc.utils.tools.runner import drop_pretrained
     from mmengine.model import BaseModule
     dropped = []
     for module in model.modules():
@@ -433,9 +433,8 @@ def init_weights_offline(model: torch.nn.Module) -> List[str]:
 def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
     """Train step and predict of one shipped config, padding-exact off vs on (module doc)."""
     import tempfile
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools/
-    from _coco128 import DEFAULT_COCO128, load_runner, set_padding_exact
-    from _runner_utils import load_config
+    from mmposenc.utils.tools.coco128 import DEFAULT_COCO128, load_runner, set_padding_exact
+    from mmposenc.utils.tools.runner import load_config
     from mmposenc.models.padding_exact import backbone_image_shapes
 
     cfg = load_config(config)
@@ -452,7 +451,7 @@ def measure_config(config: str, args) -> Dict[str, Dict[str, float]]:
         runner = load_runner(config, tmp, data_root, cfg_options=options, device=args.device)
     model = runner.model
     init_weights_offline(model)
-    # ExactPaddingMixin and PaddingExactEncoderDecoder bind the image sizes themselves
+    # PaddingExactMixin and PaddingExactEncoderDecoder bind the image sizes themselves
     binds = hasattr(model, 'feature_padding_masks') or hasattr(model, '_image_shapes')
     clock = timer(args.device, args.clock)
     results = {}

@@ -44,12 +44,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from bench_common import machine  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
-sys.path.insert(0, REPO)
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+from mmposenc.utils.tools.machine import machine  # noqa: E402
 CONFIGS = {
     # the paper's DETR-R50 setting
     'detr': osp.join(REPO, 'configs', 'peg_detr', 'detr-sine_r50_16xb2-50e_coco.py'),

@@ -25,6 +25,7 @@ Usage:
 import argparse
 import json
 import os
+import os.path as osp
 import resource
 import statistics
 import subprocess
@@ -35,8 +36,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 from mmposenc.models.backbones.pervit import PerViTBlock  # noqa: E402
 from mmposenc.models.layers import MPA, PeripheralPositionEncoding  # noqa: E402
 

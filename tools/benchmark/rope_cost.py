@@ -40,11 +40,11 @@ from typing import Callable, Dict, List
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from bench_common import machine  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
-sys.path.insert(0, REPO)  # this checkout's mmposenc
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+from mmposenc.utils.tools.machine import machine  # noqa: E402
 
 VARIANTS = {
     'none': dict(type='mmposenc.NoPositionEncoding'),

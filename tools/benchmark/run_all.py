@@ -45,11 +45,12 @@ import torch
 
 HERE = osp.dirname(osp.abspath(__file__))
 REPO = osp.dirname(osp.dirname(HERE))
-sys.path.insert(0, REPO)
-sys.path.insert(0, HERE)
 
-from bench_common import cpu_model  # noqa: E402
-from cpvt_speed import interleaved_medians  # noqa: E402
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+from mmposenc.utils.tools.machine import cpu_model, interleaved_medians  # noqa: E402
+
+import cpvt_speed  # noqa: E402  (its neighbour: Python puts this folder first on sys.path)
 
 BENCHMARKS = ('cpvt', 'peg_detr', 'peg_deformable_detr', 'peg_conditional_detr', 'peg_dab_detr',
               'peg_dino', 'peg_mask2former', 'mpa', 'sape2', 'cape')
@@ -65,7 +66,6 @@ def row(benchmark: str, ours: float, baseline: float, target: Optional[float] = 
 
 # ------------------------------------------------------------------------------ benchmarks
 def bench_cpvt(quick: bool) -> List[dict]:
-    import cpvt_speed
     batch, size, reps = (1, (64, 64), 3) if quick else (8, (224, 224), 20)
     t = cpvt_speed.bench(batch, size, reps)
     return [row(f'CPVT-Ti / DeiT-Ti forward (batch {batch}, {size[0]}x{size[1]})', t['cpvt'],

@@ -32,8 +32,22 @@ refused with :class:`ExportNotSupportedError` (CAPE's random augmentation and dr
 traced).
 
 After the export the model runs in onnxruntime (CPU) and in PyTorch at every ``--check-shape``
-and the largest absolute difference of every output is compared with ``--atol``; the tool
-exits non-zero when one is exceeded or an output shape differs.
+(on one random image per shape and ``--seed``) and the largest absolute difference of every
+output is compared with ``--atol``; the tool exits non-zero when one is exceeded or an output
+shape differs.
+
+Two-stage detectors (DINO, Deformable-DETR with ``as_two_stage``) select their queries with a
+top-k over the encoder tokens, in which bit-equal scores are common (every invalid border
+token has the same zeroed memory, so the same score). ONNX's ``TopK`` selects the lower index
+of equal values; ``torch.topk`` selects as its kernel happens to, and DINO pairs the i-th
+selected token with the i-th content query, so one swapped tie changes every output row.
+The PyTorch side of the check therefore runs under
+:class:`~mmposenc.models.utils.stable_sort.StableTopk` (ties by lower index: the rule of ONNX,
+and of mmposenc's DETR-family detectors on their own, see
+:mod:`mmposenc.models.detectors.stable_selection`); stock mmdet models are compared with the
+same rule. Such a detector needs at least ``num_queries`` encoder tokens: an export or check
+size with fewer is refused before the export with one line naming the smallest square size
+that has enough (:class:`ExportNotSupportedError`).
 
 Usage::
 
@@ -54,9 +68,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-sys.path.append(osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools/: _runner_utils
-from _runner_utils import drop_pretrained  # noqa: E402
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
+from mmposenc.utils.tools.runner import drop_pretrained  # noqa: E402
 
 #: default absolute tolerance of onnxruntime against PyTorch (float32 on CPU)
 DEFAULT_ATOL = 1e-4
@@ -201,7 +215,51 @@ def build_model(config: str, checkpoint: Optional[str] = None,
 
 
 class ExportNotSupportedError(ValueError):
-    """A model that this tool cannot export as it is (one with a module in training mode)."""
+    """A model that this tool cannot export as it is (one with a module in training mode), or
+    a size it cannot run at (fewer encoder tokens than a two-stage detector's queries)."""
+
+
+def _stable_topk():
+    from mmposenc.models.utils.stable_sort import StableTopk
+    return StableTopk()
+
+
+def count_tokens(wrapper: nn.Module, shape: Sequence[int]) -> Optional[int]:
+    """The number of encoder tokens of a two-stage detector's input of ``shape`` (the cells of
+    its neck's maps, measured on a zero image), or None for other models."""
+    detector = getattr(wrapper, 'detector', None)
+    if not getattr(detector, 'as_two_stage', False) or not hasattr(detector, 'num_queries'):
+        return None
+    with torch.no_grad():
+        feats = detector.extract_feat(torch.zeros(1, 3, *shape))
+    return sum(int(f.shape[-2]) * int(f.shape[-1]) for f in feats)
+
+
+def check_sizes(wrapper: nn.Module, shapes: Sequence[Sequence[int]]) -> None:
+    """An :class:`ExportNotSupportedError` (one line) when a two-stage detector gets fewer
+    encoder tokens than queries at one of ``shapes``: its query top-k cannot select
+    ``num_queries`` of them (in PyTorch ``selected index k out of range`` deep in mmdet, in
+    onnxruntime a failing ``TopK``). The message names the smallest square size with enough
+    tokens."""
+    for shape in shapes:
+        tokens = count_tokens(wrapper, shape)
+        if tokens is None:
+            return
+        queries = wrapper.detector.num_queries
+        if tokens < queries:
+            low, high = min(shape), 2 * min(shape)  # the square of the short side fails too
+            while count_tokens(wrapper, (high, high)) < queries:
+                low, high = high, 2 * high
+            while high - low > 1:  # tokens grow with the side
+                mid = (low + high) // 2
+                if count_tokens(wrapper, (mid, mid)) < queries:
+                    low = mid
+                else:
+                    high = mid
+            raise ExportNotSupportedError(
+                f'{shape[0]} x {shape[1]} gives {type(wrapper.detector).__name__} {tokens} '
+                f'encoder tokens, fewer than its {queries} queries: use sizes with at least '
+                f'{queries} tokens (e.g. {high} x {high} or larger)')
 
 
 def check_exportable(wrapper: nn.Module) -> None:
@@ -235,6 +293,7 @@ def export(wrapper: nn.Module, out_file: str, shape: Sequence[int] = (224, 224),
     if opset < 16:
         raise ValueError(f'opset {opset} < 16: GridSample (deformable attention) needs 16')
     check_exportable(wrapper)
+    check_sizes(wrapper, [shape])
     os.makedirs(osp.dirname(osp.abspath(out_file)), exist_ok=True)
     img = torch.randn(1, 3, *shape)
     names = list(wrapper.output_names)
@@ -253,9 +312,11 @@ def export(wrapper: nn.Module, out_file: str, shape: Sequence[int] = (224, 224),
 
 
 def check(wrapper: nn.Module, onnx_file: str, shapes: Sequence[Sequence[int]],
-          atol: float = DEFAULT_ATOL, seed: int = 0) -> List[Dict]:
-    """Run ``onnx_file`` in onnxruntime and ``wrapper`` in PyTorch on the same random image of
-    every ``(H, W)`` in ``shapes``.
+          atol: float = DEFAULT_ATOL, seed: int = 0,
+          inputs: Optional[Sequence[torch.Tensor]] = None) -> List[Dict]:
+    """Run ``onnx_file`` in onnxruntime and ``wrapper`` in PyTorch (its top-k's breaking ties
+    by lower index, as ONNX's ``TopK``) on the same random image of every ``(H, W)`` in
+    ``shapes`` (drawn from ``seed``), or on ``inputs`` where given.
 
     Returns:
         list[dict]: Per shape ``shape``, ``outputs`` (name -> shape) and ``max_abs_diff``
@@ -268,9 +329,11 @@ def check(wrapper: nn.Module, onnx_file: str, shapes: Sequence[Sequence[int]],
     names = [o.name for o in session.get_outputs()]
     rows = []
     gen = torch.Generator().manual_seed(seed)
-    for shape in shapes:
-        img = torch.randn(1, 3, *shape, generator=gen)
-        with torch.no_grad():
+    if inputs is None:
+        inputs = [torch.randn(1, 3, *shape, generator=gen) for shape in shapes]
+    for img in inputs:
+        shape = img.shape[-2:]
+        with torch.no_grad(), _stable_topk():
             ref = wrapper(img)
         ref = ref if isinstance(ref, tuple) else (ref, )
         got = session.run(None, {'img': img.numpy()})
@@ -304,6 +367,9 @@ def parse_args():
                         metavar=('H', 'W'), help='compare onnxruntime with PyTorch at this '
                         'size; repeat for several (default: the export size and a transposed '
                         'one)')
+    parser.add_argument('--seed', type=int, action='append', default=None,
+                        help='seed of the random check images; repeat for several '
+                        '(default: 0)')
     parser.add_argument('--opset', type=int, default=DEFAULT_OPSET)
     parser.add_argument('--atol', type=float, default=DEFAULT_ATOL)
     parser.add_argument('--cfg-options', nargs='+', default=None,
@@ -324,17 +390,20 @@ def main():
     is_det = isinstance(wrapper, (DetectorExportWrapper, MaskFormerExportWrapper))
     shape = tuple(args.shape or ((800, 1216) if is_det else (224, 224)))
     out = args.out or osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0] + '.onnx')
+    shapes = args.check_shape or [shape, shape[::-1]]
+    check_sizes(wrapper, [shape, *shapes])  # before the export: one line, no traceback
     export(wrapper, out, shape, args.opset)
     print(f'exported {out} (opset {args.opset}, input img (1, 3, height, width))')
-    shapes = args.check_shape or [shape, shape[::-1]]
-    rows = check(wrapper, out, shapes, args.atol)
-    print(f'| H x W | outputs | max abs diff (onnxruntime - torch) | within {args.atol:g} |')
-    print('|---|---|---|---|')
-    for r in rows:
-        outs = ', '.join(f'{k} {v}' for k, v in r['outputs'].items())
-        diffs = ', '.join(f'{k} {v:.2e}' for k, v in r['max_abs_diff'].items())
-        print(f'| {r["shape"][0]} x {r["shape"][1]} | {outs} | {diffs} | '
-              f'{"yes" if r["ok"] else "NO"} |')
+    print(f'| H x W | seed | outputs | max abs diff (onnxruntime - torch) | within {args.atol:g} |')
+    print('|---|---|---|---|---|')
+    rows = []
+    for seed in args.seed or [0]:
+        for r in check(wrapper, out, shapes, args.atol, seed=seed):
+            rows.append(r)
+            outs = ', '.join(f'{k} {v}' for k, v in r['outputs'].items())
+            diffs = ', '.join(f'{k} {v:.2e}' for k, v in r['max_abs_diff'].items())
+            print(f'| {r["shape"][0]} x {r["shape"][1]} | {seed} | {outs} | {diffs} | '
+                  f'{"yes" if r["ok"] else "NO"} |')
     if not all(r['ok'] for r in rows):
         raise SystemExit('onnxruntime and PyTorch disagree (see the table)')
 

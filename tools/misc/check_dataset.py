@@ -21,10 +21,9 @@ import copy
 import os.path as osp
 import sys
 
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-from _runner_utils import load_config  # noqa: E402
+from mmposenc.utils.tools.runner import load_config  # noqa: E402
 
 SPLITS = ('train', 'val', 'test')
 

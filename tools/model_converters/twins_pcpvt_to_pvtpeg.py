@@ -26,14 +26,14 @@ Usage::
 import argparse
 import os.path as osp
 import re
-import sys
 from collections import OrderedDict
+import sys
 
 import torch
 
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
+# this checkout's mmposenc first (a tool of a clone imports the clone's, installed or not)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 from mmposenc.utils.checkpoint_conversion import (  # noqa: E402
     UnmappedKeysError, check_all_mapped, unwrap_state_dict)  # noqa: F401  (UnmappedKeysError)
 

@@ -10,14 +10,13 @@ idx files in ``/usr/share/datasets/fashion-mnist``.
 
 Example (15-30 minutes on 2 busy CPU cores)::
 
-    python tools/analysis/pe_resolution_experiment.py --out-dir configs/pe_zoo
+    python -m projects.pe_zoo_resolution.pe_resolution_experiment --out-dir configs/pe_zoo
 """
 import argparse
 import json
 import math
 import os
 import os.path as osp
-import sys
 import time
 
 import numpy as np
@@ -26,8 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # Data loading, subsampling and resizing are the reproduction studies' (one copy).
-sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'experiments'))
-from fmnist_study import DEFAULT_ROOT, load_split, resize, subsample  # noqa: E402
+from projects.common.fmnist_study import DEFAULT_ROOT, load_split, resize, subsample
 
 #: name -> pos_encoding config of PEViT
 ENCODINGS = {

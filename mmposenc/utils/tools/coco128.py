@@ -1,5 +1,5 @@
-"""Shared by tools/benchmark/padding_exact_cost.py and tools/analysis/batch_size_eval.py: a
-shipped config pointed at a COCO-layout tree (COCO128), its Runner, and trained-like norms.
+"""A shipped config pointed at a COCO-layout tree (COCO128), its Runner, and trained-like norms;
+shared by ``tools/benchmark/padding_exact_cost.py`` and ``tools/analysis/batch_size_eval.py``.
 
 COCO128 (``../shared/data/coco128``) has one annotation file, ``annotations/
 instances_train2017.json``, and its images in ``train2017/``: every dataloader and every COCO
@@ -7,11 +7,9 @@ evaluator of the config is pointed there.
 """
 import os
 import os.path as osp
-import sys
 
-REPO = osp.dirname(osp.dirname(osp.realpath(__file__)))
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)  # this checkout's mmposenc
+#: The repository of a source checkout (mmposenc/utils/tools/ is three folders below it).
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
 #: Where the repository's tests and tools find COCO128 unless told otherwise.
 DEFAULT_COCO128 = osp.join(
@@ -58,7 +56,7 @@ def point_at_coco(cfg, data_root: str, ann_file: str = ANN_FILE,
 def load_runner(config: str, work_dir: str, data_root: str, cfg_options=None, device='cpu'):
     """The shipped ``config`` (a path or ``mmposenc::``) pointed at ``data_root`` (None: its
     own data), as a Runner (model built, nothing run), quiet."""
-    from _runner_utils import load_config
+    from .runner import load_config
     from mmengine.runner import Runner
     cfg = load_config(config, cfg_options=cfg_options, work_dir=work_dir)
     if data_root is not None:
@@ -107,11 +105,11 @@ def make_norms_trained_like(model, batch_inputs, seed: int = 0) -> None:
 
 def set_padding_exact(model, on: bool) -> int:
     """Set ``padding_exact`` of every part that has the switch
-    (:func:`~mmposenc.models.utils.padding_exact.padding_exact_parts`; each reads it at every
+    (:func:`~mmposenc.models.padding_exact.padding_exact_parts`; each reads it at every
     call), and Mask R-CNN's edge-replicated RoI reads (``PaddingExactMaskRCNN.edge_pad_rois``,
     off: mmdet's RoI reads); the model must have been built with them on. Returns how many
     parts were set."""
-    from mmposenc.models.utils.padding_exact import padding_exact_parts
+    from mmposenc.models.padding_exact import padding_exact_parts
     parts = padding_exact_parts(model)
     for _, m in parts:
         m.padding_exact = on

@@ -1,23 +1,20 @@
-"""Study 4 of docs/reproductions.md: the ordering of SaPE2 Tables 1-2 at CPU scale.
+"""Study 4 of the reproductions: the ordering of SaPE2 Tables 1-2 at CPU scale.
 
 One small :class:`mmposenc.models.PEViT` (class-token head, patch 4) on Fashion-MNIST 28 x 28
 (7 x 7 tokens; the paper: CIFAR at 32 x 32, 8 x 8 tokens) per position encoding: learnable
 absolute (APE, the vanilla ViT), 2D RoPE, 2D RoPE + APE, SaPE2 (K), SaPE2 (Q) + APE and
 SaPE2 (K) + APE. Several seeds, mean ± std, paired differences against APE.
 
-Example (the run in docs/reproductions.md; two processes share the work)::
+Example (the run in README.md beside this file; two processes share the work)::
 
-    OMP_NUM_THREADS=1 python tools/experiments/sape2_ordering.py \\
-        --out-dir docs/reproductions/sape2 --variants ape rope2d rope2d+ape
-    OMP_NUM_THREADS=1 python tools/experiments/sape2_ordering.py \\
-        --out-dir docs/reproductions/sape2 --variants sape2-k sape2-q+ape sape2-k+ape
-    python tools/experiments/sape2_ordering.py --out-dir docs/reproductions/sape2 --report-only
+    OMP_NUM_THREADS=1 python -m projects.sape2_ordering.sape2_ordering \\
+        --out-dir projects/sape2_ordering/results --variants ape rope2d rope2d+ape
+    OMP_NUM_THREADS=1 python -m projects.sape2_ordering.sape2_ordering \\
+        --out-dir projects/sape2_ordering/results --variants sape2-k sape2-q+ape sape2-k+ape
+    python -m projects.sape2_ordering.sape2_ordering --out-dir projects/sape2_ordering/results \\
+        --report-only
 """
-import os.path as osp
-import sys
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import fmnist_study as fs  # noqa: E402
+from projects.common import fmnist_study as fs
 
 APE = dict(type='LearnableAbsolutePE')
 #: name -> (PEViT pos_encoding config(s), label, paper's CIFAR-10 top-1 (Table 1 / 2))

@@ -1,4 +1,4 @@
-"""Study 5 of docs/reproductions.md: PerViT Table 1 (a) vs (b) and Table A3 at CPU scale.
+"""Study 5 of the reproductions: PerViT Table 1 (a) vs (b) and Table A3 at CPU scale.
 
 One small :class:`mmposenc.models.PerViT` on Fashion-MNIST per variant: the position-based
 attention Phi_p absent (MHSA, Table 1 (b) / A3 "absent") or present, trained or fixed at its
@@ -7,22 +7,18 @@ Table A3). The C-stem is shortened to two stride-2 convolutions so that a 28 x 2
 7 x 7 tokens; everything else (CPE, MPA, the four stages) is PerViT's. Several seeds,
 mean ± std, paired differences against the paper's PerViT (peripheral, trained).
 
-Example (the run in docs/reproductions.md; two processes share the work)::
+Example (the run in README.md beside this file; two processes share the work)::
 
-    OMP_NUM_THREADS=1 python tools/experiments/pervit_phi_p.py \\
-        --out-dir docs/reproductions/pervit_phi_p \\
+    OMP_NUM_THREADS=1 python -m projects.pervit_phi_p.pervit_phi_p \\
+        --out-dir projects/pervit_phi_p/results \\
         --variants absent peripheral-trained conv-trained rand-trained
-    OMP_NUM_THREADS=1 python tools/experiments/pervit_phi_p.py \\
-        --out-dir docs/reproductions/pervit_phi_p \\
+    OMP_NUM_THREADS=1 python -m projects.pervit_phi_p.pervit_phi_p \\
+        --out-dir projects/pervit_phi_p/results \\
         --variants peripheral-fixed conv-fixed rand-fixed
-    python tools/experiments/pervit_phi_p.py --out-dir docs/reproductions/pervit_phi_p \\
+    python -m projects.pervit_phi_p.pervit_phi_p --out-dir projects/pervit_phi_p/results \\
         --report-only
 """
-import os.path as osp
-import sys
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import fmnist_study as fs  # noqa: E402
+from projects.common import fmnist_study as fs
 
 #: name -> (PerViT keyword arguments, label, paper's PerViT-T ImageNet top-1)
 VARIANTS = {

@@ -1,35 +1,27 @@
 """Detection across resolutions: COCO AP of detectors trained at one scale, tested at others.
 
 No DETR paper publishes AP against test scale per encoder position encoding; CPVT's claim is
-that a conditional encoding generalises to input sizes not seen in training. This tool tests
-it on detection, in two ways:
+that a conditional encoding generalises to input sizes not seen in training. This study tests
+it on detection (a trained detector at other test scales, without the study:
+``tools/analysis/detection_scales.py``, on the same functions,
+:mod:`mmposenc.utils.tools.scales`).
 
-**A trained detector** (``--config`` / ``--checkpoint``): its test pipeline's ``Resize`` is
-rewritten for every test scale (:func:`set_test_scale`) and the checkpoint evaluated through
-mmengine's ``TestLoop`` with the config's evaluator (mmdet's ``CocoMetric``; predictions are
-mapped back to the original image by the ``scale_factor`` the ``Resize`` records, so every
-scale is scored against the same annotations)::
-
-    python tools/analysis/detection_resolution_study.py \\
-        --config configs/peg_deformable_detr/deformable-detr-peg_r18-quarter_1xb4-2500i_shapes.py \\
-        --checkpoint work_dirs/demo/peg/iter_2500.pth --out work_dirs/peg_scales.json
-
-**The study** (the default): the :data:`VARIANTS` (Deformable-DETR with encoder PE none / sine
-/ PEG / CAPE, DETR and Conditional-DETR with sine / PEG / RoPE-Mixed) on the demo's generated
-``shapes_coco`` (``tools/demo.py``'s data, made here when missing), each trained at the native
-scale (no resizing) with several seeds, then evaluated at every ``--scales`` entry. Each (variant, seed)
+The :data:`VARIANTS` (Deformable-DETR with encoder PE none / sine / PEG / CAPE, DETR and
+Conditional-DETR with sine / PEG / RoPE-Mixed) on the demo's generated ``shapes_coco``
+(``tools/demo.py``'s data, made here when missing), each trained at the native scale (no
+resizing) with several seeds, then evaluated at every ``--scales`` entry. Each (variant, seed)
 is one process (``--jobs`` at a time); its result is written to
 ``<out-dir>/runs/<variant>__seed<k>.json`` (the per-scale metrics, times, device, settings and
 the commit of the code), so an interrupted study resumes (finished runs are skipped) and
 ``--report-only`` rebuilds ``<out-dir>/detection_resolution.{md,json}`` and the figure (AP
 against test scale, mean and a band over the seeds)::
 
-    python tools/analysis/detection_resolution_study.py --seeds 0 1 2 --jobs 2 \\
-        --out-dir docs/reproductions/detection_resolution \\
-        --figure docs/images/detection_resolution.png
-    python tools/analysis/detection_resolution_study.py --report-only \\
-        --out-dir docs/reproductions/detection_resolution \\
-        --figure docs/images/detection_resolution.png
+    python -m projects.detection_resolution.detection_resolution_study --seeds 0 1 2 --jobs 2 \\
+        --out-dir projects/detection_resolution/results \\
+        --figure projects/detection_resolution/results/detection_resolution.png
+    python -m projects.detection_resolution.detection_resolution_study --report-only \\
+        --out-dir projects/detection_resolution/results \\
+        --figure projects/detection_resolution/results/detection_resolution.png
 
 A scale is ``S`` (both sides times S) or ``SXxSY`` (width times SX, height times SY:
 ``1x0.75`` keeps the width and squeezes the height). ``--device cuda`` trains on the GPU;
@@ -48,12 +40,17 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
-sys.path.insert(0, REPO)  # this checkout's mmposenc
-sys.path.append(osp.join(REPO, 'tools'))  # _runner_utils (appended: shadows nothing)
-from _runner_utils import stretch_schedule  # noqa: E402
+from mmposenc.utils.tools.runner import stretch_schedule
+# the test scales (shared with tools/analysis/detection_scales.py, which tests a trained
+# detector at them)
+from mmposenc.utils.tools.scales import (Scale, check_device, evaluate_scales,  # noqa: F401
+                                         is_square, parse_scale, parse_scales, scale_label,
+                                         set_test_scale, use_msda_pytorch)
 
-Scale = Tuple[float, float]  # (width factor, height factor)
+#: the repository (projects/detection_resolution/ is two folders below it)
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__))))
+#: this module, as the worker processes run it (``python -m``, the repository on PYTHONPATH)
+MODULE = 'projects.detection_resolution.detection_resolution_study'
 
 DD_DIR = osp.join('configs', 'peg_deformable_detr')
 DD_SHAPES = 'deformable-detr-{}_r18-quarter_1xb4-2500i_shapes.py'
@@ -92,171 +89,6 @@ DEFAULT_SCALES = ('0.5', '0.75', '1', '1.25', '1.5', '2', '1x0.75', '0.75x1', '1
 SHAPES = dict(num_train=1000, num_val=100, min_size=96, max_size=128, object_size=(0.25, 0.5))
 SHAPES_QUICK = dict(num_train=16, num_val=8, min_size=96, max_size=128, object_size=(0.25, 0.5))
 METRICS = ('bbox_mAP', 'bbox_mAP_50', 'bbox_mAP_75', 'bbox_mAP_s', 'bbox_mAP_m', 'bbox_mAP_l')
-RESIZE_TYPES = ('Resize', )
-#: resize steps whose output size a test scale cannot set
-REFUSED_TYPES = ('RandomResize', 'RandomChoiceResize', 'FixShapeResize', 'RandomChoice',
-                 'TestTimeAug', 'MultiScaleFlipAug')
-
-
-# ---------------------------------------------------------------- scales and the test pipeline
-def parse_scale(spec) -> Scale:
-    """``'1.5'`` -> (1.5, 1.5); ``'1x0.75'`` -> (1.0, 0.75) (width, height factors).
-
-    Raises:
-        ValueError: for anything else, or a factor that is not positive and finite.
-    """
-    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-        parts = [float(spec)] * 2
-    else:
-        text = str(spec).strip().lower()
-        try:
-            parts = [float(p) for p in text.split('x')]
-        except ValueError:
-            parts = []
-        if len(parts) == 1:
-            parts = parts * 2
-    if len(parts) != 2 or not all(math.isfinite(p) and p > 0 for p in parts):
-        raise ValueError(f'a test scale is S or SXxSY with positive factors (e.g. 0.5, 2, '
-                         f'1x0.75 = width x1, height x0.75), got {spec!r}')
-    return (parts[0], parts[1])
-
-
-def parse_scales(specs: Sequence) -> List[Scale]:
-    """:func:`parse_scale` of each spec, duplicates refused (one column per scale)."""
-    scales = [parse_scale(s) for s in specs]
-    if not scales:
-        raise ValueError('no test scale given')
-    seen = set()
-    for spec, s in zip(specs, scales):
-        if s in seen:
-            raise ValueError(f'test scale {spec!r} is given twice ({scale_label(s)})')
-        seen.add(s)
-    return scales
-
-
-def scale_label(scale: Scale) -> str:
-    """``(1.5, 1.5)`` -> ``'1.5'``; ``(1.0, 0.75)`` -> ``'1x0.75'``."""
-    fmt = lambda v: f'{v:g}'  # noqa: E731
-    sx, sy = scale
-    return fmt(sx) if sx == sy else f'{fmt(sx)}x{fmt(sy)}'
-
-
-def is_square(scale: Scale) -> bool:
-    return scale[0] == scale[1]
-
-
-def _type(step: dict) -> str:
-    return str(step.get('type', '')).split('.')[-1]
-
-
-def set_test_scale(pipeline: Sequence[dict], scale) -> List[dict]:
-    """A copy of a detection test ``pipeline`` whose ``Resize`` scales its output by ``scale``.
-
-    ``scale`` is a spec of :func:`parse_scale` or a (width, height) factor pair. The config's
-    ``Resize`` defines scale 1 (the size the model was trained at); its ``scale_factor`` is
-    multiplied by the factors, or its fixed ``scale`` (W, H) by them. A change of aspect needs
-    ``keep_ratio=False`` (set here when the step has a ``scale_factor``; a fixed ``scale`` with
-    ``keep_ratio=True`` fits the image into a box and cannot change its aspect: refused).
-    Scale 1 returns the pipeline unchanged. The ``Resize`` records the factors it applied
-    (``scale_factor``) and mmdet's heads divide the predicted boxes by them, so the metric
-    compares them with the original annotations.
-
-    Raises:
-        ValueError: a pipeline with no ``Resize`` step, or with a random / fixed-shape / TTA
-            resize, or an aspect change of a ``keep_ratio=True`` fixed-size ``Resize``.
-    """
-    sx, sy = scale if isinstance(scale, tuple) else parse_scale(scale)
-    pipeline = copy.deepcopy(list(pipeline))
-    types = [_type(s) for s in pipeline]
-    refused = [t for t in types if t in REFUSED_TYPES]
-    if refused:
-        raise ValueError(f'the test pipeline {types} has {refused[0]}: a test scale cannot set '
-                         'its output size; use one Resize (scale_factor=... or scale=(W, H))')
-    resizes = [s for s in pipeline if _type(s) in RESIZE_TYPES]
-    if not resizes:
-        raise ValueError(f'the test pipeline {types} has no Resize step: cannot change the '
-                         'test scale; add dict(type="Resize", scale_factor=1.0, keep_ratio=True)')
-    if (sx, sy) == (1.0, 1.0):
-        return pipeline
-    for step in resizes:
-        if step.get('scale') is not None:
-            size = step['scale']
-            w, h = (size, size) if isinstance(size, (int, float)) else size
-            if sx != sy and step.get('keep_ratio', False):
-                raise ValueError(
-                    f'test scale {scale_label((sx, sy))} changes the aspect, but the test '
-                    f'pipeline resizes to scale={size} with keep_ratio=True (fits the image '
-                    'into a box, aspect kept): use a Resize with scale_factor, or keep_ratio='
-                    'False')
-            step['scale'] = (int(round(w * sx)), int(round(h * sy)))
-            step.pop('scale_factor', None)
-        else:
-            f = step.get('scale_factor', 1.0)
-            fx, fy = (f, f) if isinstance(f, (int, float)) else f
-            if sx == sy and fx == fy:
-                step['scale_factor'] = fx * sx
-            else:
-                step['scale_factor'] = (fx * sx, fy * sy)
-                step['keep_ratio'] = False
-    return pipeline
-
-
-# ---------------------------------------------------------------------------- evaluation
-def evaluate_scales(runner, cfg, scales: Sequence[Scale], log=print) -> List[dict]:
-    """COCO metrics of ``runner``'s model at every scale, through mmengine's ``TestLoop`` and
-    the config's ``test_evaluator``: one test dataloader per scale (:func:`set_test_scale`).
-
-    Returns:
-        list[dict]: per scale ``scale`` (label), ``sx``, ``sy``, ``metrics`` ({name: value}),
-        ``eval_wall`` and ``eval_cpu`` (s, wall and process CPU).
-    """
-    from mmengine.runner import TestLoop
-    rows = []
-    for scale in scales:
-        dl_cfg = copy.deepcopy(cfg.test_dataloader)
-        dl_cfg.dataset.pipeline = set_test_scale(dl_cfg.dataset.pipeline, scale)
-        t0, c0 = time.perf_counter(), time.process_time()
-        metrics = TestLoop(runner, dl_cfg, copy.deepcopy(cfg.test_evaluator)).run()
-        rows.append(dict(scale=scale_label(scale), sx=scale[0], sy=scale[1],
-                         metrics={k: float(v) for k, v in metrics.items()},
-                         eval_wall=time.perf_counter() - t0,
-                         eval_cpu=time.process_time() - c0))
-        log(f'scale {scale_label(scale)}: mAP {metrics.get("coco/bbox_mAP", float("nan")):.3f}')
-    return rows
-
-
-def use_msda_pytorch(mode: str, device: str) -> str:
-    """Which path mmcv's ``MultiScaleDeformableAttention`` takes: ``'cuda'`` (its kernel) or
-    ``'pytorch'``. ``mode`` ``'pytorch'`` forces the PyTorch path (sets
-    ``mmcv.ops.multi_scale_deform_attn.IS_CUDA_AVAILABLE = False``); ``'auto'`` does so on
-    CUDA when the kernel fails on a tiny input (an mmcv built without CUDA ops); ``'cuda'``
-    keeps the kernel. On the CPU the PyTorch path is mmcv's own choice."""
-    import mmcv.ops.multi_scale_deform_attn as msda
-    if device == 'cpu':
-        return 'pytorch'
-    if mode == 'auto':
-        import torch
-        try:
-            value = torch.zeros(1, 4, 1, 2, device=device)
-            shapes = torch.tensor([[2, 2]], device=device)
-            start = torch.zeros(1, dtype=torch.long, device=device)
-            loc = torch.full((1, 1, 1, 1, 1, 2), 0.5, device=device)
-            weights = torch.ones(1, 1, 1, 1, 1, device=device)
-            msda.MultiScaleDeformableAttnFunction.apply(value, shapes, start, loc, weights, 64)
-            torch.cuda.synchronize()
-            mode = 'cuda'
-        except Exception:  # noqa: BLE001 (any failure of the compiled kernel: use PyTorch)
-            mode = 'pytorch'
-    if mode == 'pytorch':
-        msda.IS_CUDA_AVAILABLE = False
-    return mode
-
-
-def check_device(device: str) -> None:
-    import torch
-    if device.startswith('cuda') and not torch.cuda.is_available():
-        raise SystemExit(f'--device {device}: torch.cuda.is_available() is False on this '
-                         'machine; use --device cpu')
 
 
 # -------------------------------------------------------------------------------- configs
@@ -324,8 +156,7 @@ def study_cfg(variant: str, seed: int, data_root: str, work_dir: str, iters: Opt
 
 def prepare_data(data_dir: str, quick: bool = False) -> str:
     """The demo's shapes_coco in ``data_dir`` (generated when missing; seconds)."""
-    sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-    from make_shapes_coco import make_shapes_coco
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     return make_shapes_coco(osp.abspath(data_dir), seed=0,
                             **(SHAPES_QUICK if quick else SHAPES))
 
@@ -364,8 +195,8 @@ def code_state() -> dict:
         return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git('rev-parse', 'HEAD')
-    changes = git('status', '--porcelain', '--', 'mmposenc', 'configs', 'tools/analysis',
-                  'tools/dataset_converters')
+    changes = git('status', '--porcelain', '--', 'mmposenc', 'configs',
+                  'projects/detection_resolution')
     return dict(commit=commit, uncommitted_changes=None if changes is None else bool(changes))
 
 
@@ -454,8 +285,10 @@ def run_study(args) -> List[Tuple[str, int]]:
     print(f'{len(todo)} run(s) to do, {args.jobs} at a time'
           + (f' ({args.jobs - cpu_slots} on {args.device}, {cpu_slots} on the CPU)'
              if args.device != 'cpu' else ''), flush=True)
+    # the workers import this module (and the mmposenc) of this checkout, from any folder
+    path = os.pathsep.join(p for p in (REPO, os.environ.get('PYTHONPATH')) if p)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               MKL_NUM_THREADS=str(args.threads))
+               MKL_NUM_THREADS=str(args.threads), PYTHONPATH=path)
     cpu_env = dict(env, CUDA_VISIBLE_DEVICES='')
     t0 = time.perf_counter()
     running, failed, retry = {}, [], []
@@ -475,8 +308,8 @@ def run_study(args) -> List[Tuple[str, int]]:
                              if VARIANTS[v][0] == 'Deformable-DETR'), 0) if device != 'cpu' else 0
                 v, s = todo.pop(pick)
             log = open(osp.join(args.work_root, f'{v}__seed{s}.log'), 'w')
-            cmd = [sys.executable, osp.realpath(__file__), *worker_argv(args, device),
-                   '--worker', v, '--seed', str(s)]
+            cmd = [sys.executable, '-m', MODULE, *worker_argv(args, device), '--worker', v,
+                   '--seed', str(s)]
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     env=cpu_env if device == 'cpu' else env)
             running[(v, s)] = (proc, log, time.perf_counter(), device)
@@ -756,55 +589,9 @@ def report(args) -> dict:
     return summary
 
 
-# --------------------------------------------------------------------- a trained detector
-def evaluate_checkpoint(args) -> List[dict]:
-    """``--config`` / ``--checkpoint``: the detector at every scale; JSON to ``--out``."""
-    import mmposenc  # noqa: F401
-    from mmengine.config import Config, DictAction
-    from mmengine.runner import Runner
-    check_device(args.device)
-    register_hosts()
-    msda = use_msda_pytorch(args.msda, args.device)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        ns = argparse.Namespace()
-        DictAction(option_strings=[], dest='o')(None, ns, list(args.cfg_options))
-        cfg.merge_from_dict(ns.o)
-    if cfg.get('test_dataloader') is None or cfg.get('test_evaluator') is None:
-        raise SystemExit(f'{args.config} has no test_dataloader / test_evaluator')
-    cfg.load_from = args.checkpoint
-    cfg.work_dir = args.work_root
-    cfg.launcher = 'none'
-    for key in ('train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler',
-                'val_dataloader', 'val_cfg', 'val_evaluator'):
-        cfg[key] = None
-    runner = Runner.from_cfg(cfg)
-    runner.call_hook('before_run')  # as Runner.test: the hooks' log paths
-    runner.load_or_resume()
-    rows = evaluate_scales(runner, cfg, parse_scales(args.scales))
-    runner.call_hook('after_run')
-    lines = ['| test scale | mAP | mAP_50 | mAP_75 |', '|---|---:|---:|---:|']
-    for r in rows:
-        m = r['metrics']
-        lines.append(f"| {r['scale']} | " + ' | '.join(
-            f"{m.get(f'coco/bbox_{k}', float('nan')):.3f}" for k in ('mAP', 'mAP_50', 'mAP_75'))
-            + ' |')
-    print('\n'.join(lines))
-    if args.out:
-        os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
-        with open(args.out, 'w') as f:
-            json.dump(dict(config=args.config, checkpoint=args.checkpoint, msda=msda,
-                           device=args.device, scales=rows), f, indent=1)
-    return rows
-
-
 # ------------------------------------------------------------------------------------ main
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--config', help='evaluate this trained detector (with --checkpoint) '
-                   'instead of running the study')
-    p.add_argument('--checkpoint')
-    p.add_argument('--out', help='--config mode: JSON of the per-scale metrics')
     p.add_argument('--scales', nargs='+', default=list(DEFAULT_SCALES),
                    help='test scales: S or SXxSY (width x SX, height x SY); default: '
                    + ' '.join(DEFAULT_SCALES))
@@ -868,7 +655,7 @@ def parse_args(argv=None):
             iters_of(args.iters, family)
     except ValueError as e:
         p.error(str(e))
-    if not args.config and (1.0, 1.0) not in scales:
+    if (1.0, 1.0) not in scales:
         args.scales = ['1'] + list(args.scales)  # the study's reference: the training scale
     if args.quick and not args.worker:
         args.iters = args.iters or ['4']
@@ -880,15 +667,11 @@ def parse_args(argv=None):
     for name in ('out_dir', 'data_dir'):
         setattr(args, name, osp.abspath(getattr(args, name)))
     args.work_root = osp.abspath(args.work_root or osp.join(args.out_dir, 'work'))
-    if args.config and not args.checkpoint:
-        p.error('--config needs --checkpoint')
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.config:
-        return evaluate_checkpoint(args)
     if args.worker:
         return run_one(args)
     if not args.report_only:

@@ -1,5 +1,15 @@
-"""Shared by the tools (train.py, test.py, the demo, the studies, the benchmarks, the export):
-load a config and build its Runner, stretch a schedule, drop ``Pretrained`` init_cfgs."""
+"""Config and Runner helpers of the tools: load a config and build its Runner, stretch a
+schedule, drop ``Pretrained`` init_cfgs.
+
+Shared by ``tools/`` (train.py, test.py, the demo, the benchmarks, the export) and the studies
+of ``projects/``.
+
+Examples:
+    >>> from mmposenc.utils.tools.runner import drop_pretrained
+    >>> cfg = dict(init_cfg=dict(type='Pretrained', checkpoint='r50.pth'))
+    >>> drop_pretrained(cfg), cfg
+    (['r50.pth'], {'init_cfg': None})
+"""
 import os.path as osp
 
 HOSTS = ('mmdet', 'mmseg', 'mmpretrain')
@@ -97,7 +107,7 @@ def stretch_schedule(cfg, iters):
     """Set an iteration-based config to ``iters`` iterations with its schedule stretched: the
     LinearLR warm-up kept (at most a tenth of the run), every other scheduler ending at
     ``iters`` and its milestones at the same fractions of the run as in the config.
-    Used by tools/demo.py and tools/analysis/detection_resolution_study.py."""
+    Used by tools/demo.py and projects/detection_resolution/detection_resolution_study.py."""
     config_iters = cfg.train_cfg.max_iters
     cfg.train_cfg.max_iters = iters
     for sched in cfg.param_scheduler:

@@ -1,4 +1,4 @@
-"""Study 6 of docs/reproductions.md: classification across resolutions on real photos.
+"""Study 6 of the reproductions: classification across resolutions on real photos.
 
 One recipe, one small :class:`mmposenc.models.PEViT` per position encoding (learnable
 absolute PE resized bicubically, 2D sin-cos, PEG, PEG + GAP, CAPE, RoPE-Axial, RoPE-Mixed,
@@ -31,24 +31,23 @@ views and any noise a model draws. Each (encoding, seed) is one JSON under
 ``<out-dir>/runs/``: finished runs are skipped, ``--jobs N`` trains N runs in parallel
 processes, ``--report-only`` rebuilds the table and the plot.
 
-Example (the run in docs/reproductions.md: prepare here, train on a GPU machine that returns
+Example (the run in README.md beside this file: prepare here, train on a GPU machine that returns
 few files, report here)::
 
-    python tools/experiments/resolution_real_images.py --prepare ../shared/data/coco128 \\
-        --data work_dirs/coco128_photos192.npz
-    python tools/experiments/resolution_real_images.py --data work_dirs/coco128_photos192.npz \\
-        --device cuda --jobs 8 --deadline-s 200 --out-dir /tmp/real_resolution \\
-        --bundle $OUT/real_resolution_runs.json
-    python tools/experiments/resolution_real_images.py --report-only \\
-        --from-bundle real_resolution_runs.json --out-dir docs/reproductions/real_resolution \\
-        --figure docs/images/real_resolution.png
+    python -m projects.resolution_real_images.resolution_real_images \\
+        --prepare ../shared/data/coco128 --data work_dirs/coco128_photos192.npz
+    python -m projects.resolution_real_images.resolution_real_images \\
+        --data work_dirs/coco128_photos192.npz --device cuda --jobs 8 --deadline-s 200 \\
+        --out-dir /tmp/real_resolution --bundle $OUT/real_resolution_runs.json
+    python -m projects.resolution_real_images.resolution_real_images --report-only \\
+        --from-bundle real_resolution_runs.json --out-dir projects/resolution_real_images/results \\
+        --figure projects/resolution_real_images/results/real_resolution.png
 """
 import argparse
 import json
 import math
 import os
 import os.path as osp
-import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -57,8 +56,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import fmnist_study as fs  # noqa: E402  (also puts this checkout's mmposenc first)
+from projects.common import fmnist_study as fs
 
 #: stored short side of every photo (px) and the side of a square view's window in it
 SHORT_SIDE = 192
@@ -81,7 +79,10 @@ ENCODINGS = {
     'cape': ([dict(type='CAPE2d')], 'cls_token', 'CAPE'),
     'rope-axial': ([dict(type='RoPE2d')], 'cls_token', 'RoPE-Axial'),
     'rope-mixed': ([dict(type='RoPEMixed')], 'cls_token', 'RoPE-Mixed'),
-    'rope-dinov3': ([dict(type='DINOv3RoPE')], 'cls_token', 'DINOv3-style RoPE'),
+    # what the runs of results/ used: one rescale draw per forward, shared by the layers
+    # (DINOv3 draws per block, DINOv3RoPE's default since; rescale only, shift / jitter off)
+    'rope-dinov3': ([dict(type='DINOv3RoPE', train_draw='per_forward')], 'cls_token',
+                    'DINOv3-style RoPE'),
     'ppe': ([dict(type='PeripheralPE')], 'cls_token', "PerViT's PPE"),
 }
 REF = 'learnable-abs'

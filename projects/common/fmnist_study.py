@@ -10,7 +10,7 @@ pair is one run stored as its own JSON file under ``<out-dir>/runs/``, so
   write to the same ``--out-dir``), and
 - ``--report-only`` rebuilds the table and the plot from whatever runs exist.
 
-Protocol shared by all studies (stated in docs/reproductions.md):
+Protocol shared by all studies (stated in docs/reproductions.md, the page of the studies):
 
 - data: Fashion-MNIST (Debian ``dataset-fashion-mnist``, idx files in
   ``/usr/share/datasets/fashion-mnist``), a class-balanced training subset and a
@@ -32,7 +32,6 @@ import os
 import os.path as osp
 import platform
 import subprocess
-import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -40,9 +39,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-# this checkout's mmposenc, not another installed copy (also in a clone never installed)
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))))
 
 DEFAULT_ROOT = '/usr/share/datasets/fashion-mnist'
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std
@@ -306,7 +302,7 @@ def machine_state() -> dict:
 
 def code_state() -> dict:
     """The code a run used, recorded with every run: the commit of this checkout and whether
-    ``mmposenc/`` or ``tools/experiments/`` differ from it (uncommitted changes). Without git
+    ``mmposenc/`` or ``projects/`` differ from it (uncommitted changes). Without git
     or a history both are None."""
     root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -319,7 +315,7 @@ def code_state() -> dict:
         return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git('rev-parse', 'HEAD')
-    changes = git('status', '--porcelain', '--', 'mmposenc', 'tools/experiments')
+    changes = git('status', '--porcelain', '--', 'mmposenc', 'projects')
     return dict(commit=commit, uncommitted_changes=None if changes is None else bool(changes))
 
 

@@ -1,5 +1,5 @@
-"""Study 1 of docs/reproductions.md: CPVT Table 4's encoder rows (no PE / sine / PEG) on the
-demo detector over several seeds.
+"""Study 1 of the reproductions: CPVT Table 4's encoder rows (no PE / sine / PEG) on the demo
+detector over several seeds.
 
 Runs ``tools/demo.py --seed K`` (unless its result files exist) for each seed and summarises
 the three models' final COCO mAP with mean +- std, the paired differences with the same
@@ -7,8 +7,8 @@ verdict rule as the other studies, and a PNG of the val mAP curves (mean over se
 
 Example (each seed is one ``make demo``: about 7-8 min on an idle 2-core machine)::
 
-    OMP_NUM_THREADS=1 python tools/experiments/demo_seeds.py --seeds 0 1 2 \
-        --out-dir docs/reproductions/demo_seeds
+    OMP_NUM_THREADS=1 python -m projects.demo_seeds.demo_seeds --seeds 0 1 2 \
+        --out-dir projects/demo_seeds/results
     # reuse finished demo runs: --run SEED=WORK_DIR (WORK_DIR holds none/ sine/ peg/)
 """
 import argparse
@@ -20,8 +20,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from fmnist_study import fmt, verdict  # noqa: E402
+from projects.common.fmnist_study import fmt, verdict
 
 ENCODINGS = ('none', 'sine', 'peg')
 #: CPVT [E] Table 4 differences (AP points) behind each claim
@@ -49,7 +48,7 @@ def main():
     parser.add_argument('--run', action='append', default=[],
                         help='SEED=WORK_DIR of a finished demo run to reuse')
     parser.add_argument('--out-dir', default='work_dirs/reproductions/demo_seeds',
-                        help='table, JSON and PNG (docs/reproductions/demo_seeds: the tracked '
+                        help='table, JSON and PNG (projects/demo_seeds/results: the tracked '
                         'copy)')
     parser.add_argument('--work-root', default='work_dirs/demo_seeds')
     args = parser.parse_args()

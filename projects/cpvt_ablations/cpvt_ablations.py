@@ -1,4 +1,4 @@
-"""Study 3 of docs/reproductions.md: CPVT Tables 3, 6 and 12 at CPU scale.
+"""Study 3 of the reproductions: CPVT Tables 3, 6 and 12 at CPU scale.
 
 One small :class:`mmposenc.models.CPVT` on Fashion-MNIST per variant: class token (CLT) vs
 global average pooling (GAP) with the learnable absolute PE (DeiT) and with PEGs (Table 3),
@@ -7,20 +7,16 @@ PEG vs one after each of the first five layers, "0-5" (Table 12). Several seeds,
 paired differences. The test set is also evaluated at other resolutions (whole image
 resized), reported in a second table.
 
-Example (the run in docs/reproductions.md; two processes share the work)::
+Example (the run in README.md beside this file; two processes share the work)::
 
-    OMP_NUM_THREADS=1 python tools/experiments/cpvt_ablations.py \\
-        --out-dir docs/reproductions/cpvt_ablations --variants none le-clt le-gap peg-1-clt
-    OMP_NUM_THREADS=1 python tools/experiments/cpvt_ablations.py \\
-        --out-dir docs/reproductions/cpvt_ablations --variants peg0-clt peg0-5-clt peg0-5-gap
-    python tools/experiments/cpvt_ablations.py \\
-        --out-dir docs/reproductions/cpvt_ablations --report-only
+    OMP_NUM_THREADS=1 python -m projects.cpvt_ablations.cpvt_ablations \\
+        --out-dir projects/cpvt_ablations/results --variants none le-clt le-gap peg-1-clt
+    OMP_NUM_THREADS=1 python -m projects.cpvt_ablations.cpvt_ablations \\
+        --out-dir projects/cpvt_ablations/results --variants peg0-clt peg0-5-clt peg0-5-gap
+    python -m projects.cpvt_ablations.cpvt_ablations \\
+        --out-dir projects/cpvt_ablations/results --report-only
 """
-import os.path as osp
-import sys
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import fmnist_study as fs  # noqa: E402
+from projects.common import fmnist_study as fs
 
 #: name -> (CPVT keyword arguments, label, paper's ImageNet top-1 of the tiny model)
 VARIANTS = {

@@ -1,26 +1,22 @@
-"""Study 2 of docs/reproductions.md: CPVT Table 2 / CAPE Table 3 at CPU scale.
+"""Study 2 of the reproductions: CPVT Table 2 / CAPE Table 3 at CPU scale.
 
 Train one small :class:`mmposenc.models.PEViT` (class-token head) per position encoding on
 Fashion-MNIST at 28 x 28 and evaluate it, without fine-tuning, on the test images resized to
 other resolutions; several seeds, mean ± std, paired differences against the learnable
 absolute PE (bicubically resized to the new grid, as DeiT and the CAPE paper's *abspos*).
 
-Example (the run in docs/reproductions.md; two processes share the work)::
+Example (the run in README.md beside this file; two processes share the work)::
 
-    OMP_NUM_THREADS=1 python tools/experiments/resolution_generalization.py \\
-        --out-dir docs/reproductions/resolution --variants none learnable-abs sincos-2d
-    OMP_NUM_THREADS=1 python tools/experiments/resolution_generalization.py \\
-        --out-dir docs/reproductions/resolution --variants cape cape-noaug peg
-    python tools/experiments/resolution_generalization.py \\
-        --out-dir docs/reproductions/resolution --report-only
+    OMP_NUM_THREADS=1 python -m projects.resolution_generalization.resolution_generalization \\
+        --out-dir projects/resolution_generalization/results --variants none learnable-abs sincos-2d
+    OMP_NUM_THREADS=1 python -m projects.resolution_generalization.resolution_generalization \\
+        --out-dir projects/resolution_generalization/results --variants cape cape-noaug peg
+    python -m projects.resolution_generalization.resolution_generalization \\
+        --out-dir projects/resolution_generalization/results --report-only
 """
-import os.path as osp
-import sys
-
 import numpy as np
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import fmnist_study as fs  # noqa: E402
+from projects.common import fmnist_study as fs
 
 #: name -> (PEViT pos_encoding config, label)
 ENCODINGS = {

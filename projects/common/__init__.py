@@ -1,0 +1,1 @@
+"""What several studies share: the Fashion-MNIST loop, runs over seeds, tables and plots."""

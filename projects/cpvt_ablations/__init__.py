@@ -1,0 +1,1 @@
+"""The study package: cpvt_ablations (see README.md beside this file)."""

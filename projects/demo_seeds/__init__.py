@@ -1,0 +1,1 @@
+"""The study package: demo_seeds (see README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The study package: detection_resolution (see README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The study package: pe_zoo_resolution (see README.md beside this file)."""

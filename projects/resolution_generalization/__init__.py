@@ -1,0 +1,1 @@
+"""The study package: resolution_generalization (see README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The study package: resolution_real_images (see README.md beside this file)."""
