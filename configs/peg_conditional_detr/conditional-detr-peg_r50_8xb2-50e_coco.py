@@ -4,6 +4,7 @@
 _base_ = './conditional-detr-sine_r50_8xb2-50e_coco.py'
 
 model = dict(
-    encoder_pos='peg',
-    peg_after=(0, ),  # after encoder layer 0; -1 = before the first layer
-    peg_cfg=dict(type='mmposenc.MaskedPEG', kernel_size=3))
+    # the mode with its defaults: a MaskedPEG (3x3) after encoder layer 0 (peg_after=(0, ));
+    # options go in the mode's value, e.g. encoder_pos=dict(mode='peg', peg_after=(-1, 0)), and
+    # are replaced with it: --cfg-options model.encoder_pos=sine is the whole ablation
+    encoder_pos='peg')

@@ -4,4 +4,12 @@
 # "DD w/o PE + PEG" row of [E] Table 4), whose MultiLevelMaskedPEG is exact on padded batches.
 _base_ = './deformable-detr-peg_r50-ss_16xb2-50e_coco.py'
 
-model = dict(peg_cfg=dict(masking='paper'))
+# The options go with the mode (_delete_: the base's encoder_pos is the string 'peg'), so that
+# --cfg-options model.encoder_pos=sine replaces them too.
+model = dict(
+    encoder_pos=dict(
+        _delete_=True,
+        mode='peg',
+        peg_cfg=dict(
+            type='mmposenc.MultiLevelMaskedPEG', kernel_size=3, share_weights=False,
+            masking='paper')))

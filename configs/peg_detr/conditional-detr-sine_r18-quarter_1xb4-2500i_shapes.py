@@ -6,7 +6,7 @@
 # matching cost, as mmdet's conditional-detr_r50_8xb2-50e_coco.py. mmdet's decoder encodes the
 # reference points at 256 channels whatever the width; ref_sine_feats='embed_dims' encodes them
 # at embed_dims // 2 per axis (64 channels here), the only change to mmdet's model. Used by the
-# detection resolution study (tools/analysis/detection_resolution_study.py, issue 23.2) with
+# detection resolution study (projects/detection_resolution, issue 23.2) with
 # encoder_pos 'sine', 'peg' and 'rope_mixed'.
 _base_ = './detr-sine_r18-quarter_1xb4-2500i_shapes.py'
 

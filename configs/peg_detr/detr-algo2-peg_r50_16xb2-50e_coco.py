@@ -6,4 +6,10 @@
 # Not a row of the paper.
 _base_ = './detr-peg_r50_16xb2-50e_coco.py'
 
-model = dict(peg_cfg=dict(masking='paper'))
+# The options go with the mode (_delete_: the base's encoder_pos is the string 'peg'), so that
+# --cfg-options model.encoder_pos=sine replaces them too.
+model = dict(
+    encoder_pos=dict(
+        _delete_=True,
+        mode='peg',
+        peg_cfg=dict(type='mmposenc.MaskedPEG', kernel_size=3, masking='paper')))

@@ -6,9 +6,8 @@
 _base_ = './detr-sine_r50_16xb2-50e_coco.py'
 
 model = dict(
-    encoder_pos='cape',
-    cape_cfg=dict(  # mmposenc.models.layers.CAPE2d (the paper's ViT augmentation)
-        type='mmposenc.CAPE2d',
-        max_global_shift=0.5,
-        max_local_shift='auto',  # 1 / N per axis, N = valid tokens along it
-        max_global_scaling=1.4))
+    # the mode with its defaults: mmposenc.CAPE2d with the paper's ViT augmentation
+    # (max_global_shift=0.5, max_local_shift='auto' = 1 / N per axis for N valid tokens along
+    # it, max_global_scaling=1.4); other options go in the mode's value, e.g.
+    # encoder_pos=dict(mode='cape', cape_cfg=dict(type='mmposenc.CAPE2d', max_global_scaling=1.))
+    encoder_pos='cape')

@@ -8,11 +8,10 @@
 _base_ = './detr-sine_r50_16xb2-50e_coco.py'
 
 model = dict(
-    encoder_pos='rope_mixed',
-    rope_cfg=dict(  # mmposenc.models.layers.RoPEMixed (embed_dims / num_heads / num_layers filled)
-        type='mmposenc.RoPEMixed',
-        theta=10.0,
-        rotate=True))
+    # the mode with its defaults: mmposenc.RoPEMixed (theta=10.0, rotate=True; embed_dims /
+    # num_heads / num_layers of the encoder); other options go in the mode's value, e.g.
+    # encoder_pos=dict(mode='rope_mixed', rope_cfg=dict(type='mmposenc.RoPEMixed', theta=100.))
+    encoder_pos='rope_mixed')
 
 # the paper keeps its frequencies out of weight decay (its no_weight_decay set)
 optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'rope.freqs': dict(decay_mult=0.0)}))

@@ -6,7 +6,7 @@
 # costs) at the demo's size: a quarter-width ResNet-18 from scratch cut after its third stage
 # (stride 16, 64 channels: 6-8 tokens per side at 1x, 3-4 at 0.5x, where stride 32 would leave
 # 2), 2 + 2 layers of width 64, 20 queries. Used by the detection resolution study
-# (tools/analysis/detection_resolution_study.py), which also trains it with encoder_pos 'peg'.
+# (projects/detection_resolution), which also trains it with encoder_pos 'peg'.
 _base_ = '../peg_deformable_detr/deformable-detr-sine_r18-quarter_1xb4-2500i_shapes.py'
 
 embed_dims = 64

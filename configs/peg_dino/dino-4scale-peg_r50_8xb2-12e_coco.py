@@ -5,8 +5,9 @@
 _base_ = './dino-4scale-sine_r50_8xb2-12e_coco.py'
 
 model = dict(
+    # the mode with its defaults: a MultiLevelMaskedPEG (3x3, one per level) after encoder
+    # layer 0 (peg_after=(0, )); options go in the mode's value, e.g.
+    # encoder_pos=dict(mode='peg', peg_after=(-1, 0)), and are replaced with it:
+    # --cfg-options model.encoder_pos=sine is the whole ablation
     encoder_pos='peg',
-    level_embed=True,
-    peg_after=(0, ),  # after encoder layer 0; -1 = before the first layer
-    peg_cfg=dict(
-        type='mmposenc.MultiLevelMaskedPEG', kernel_size=3, share_weights=False))
+    level_embed=True)

@@ -23,7 +23,7 @@ custom_imports = dict(
 model = dict(
     decode_head=dict(
         # mmseg's Mask2FormerHead handing each image's shape to the pixel decoder
-        type='mmposenc.PaddingAwareSegMask2FormerHead',
+        type='mmposenc.PaddingExactSegMask2FormerHead',
         pixel_decoder=dict(
             type='mmposenc.PEGMSDeformAttnPixelDecoder',
             encoder_pos='sine')))  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'

@@ -35,7 +35,7 @@ model = dict(
         # mmdet's Mask2FormerHead handing each image's shape to the pixel decoder; its
         # padding_exact (default True; False: only the pixel decoder masks the padding) keeps
         # the transformer decoder and the final masks to each image's cells
-        type='mmposenc.PaddingAwareMask2FormerHead',
+        type='mmposenc.PaddingExactMask2FormerHead',
         pixel_decoder=dict(
             type='mmposenc.PEGMSDeformAttnPixelDecoder',
             encoder_pos='sine')))  # 'sine' | 'peg' | 'sine+peg' | 'cape' | 'cape+peg' | 'none'

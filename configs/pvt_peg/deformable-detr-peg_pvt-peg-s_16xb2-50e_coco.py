@@ -1,5 +1,5 @@
 # Deformable-DETR (4 levels) with a masked PEG in its encoder (configs/peg_deformable_detr) on
-# PVT-Small + PEG + GAP, 50 epochs: the PEG backbone in the PEG detector, batch-exact end to end
+# PVT-Small + PEG + GAP, 50 epochs: the PEG backbone in the PEG detector, padding-exact end to end
 # (issue 20): PVTPEG in its padding-exact mode, exact padding masks, the padding-aware neck and
 # mmposenc.PEGDeformableDETR: an image gets the same scores and boxes alone and in any padded
 # batch (tests/test_detectors/test_detr_family_batch_exact.py). mmdet's Deformable-DETR recipe

@@ -70,9 +70,10 @@ def test_config_is_the_hosts_with_the_switch(path):
     assert switch.encoder_pos == EXPECTED_POS[tag]
     assert switch.type.startswith('mmposenc.')
     if head is not None:
-        assert head.type.startswith('mmposenc.PaddingAware')
-    if tag == 'peg':
-        assert switch.peg_after == (0, )
+        assert head.type.startswith('mmposenc.PaddingExact')
+    if tag == 'peg':  # the mode's defaults (one PEG after encoder layer 0: built below), so
+        # that --cfg-options ...encoder_pos=<mode> leaves no PEG option behind
+        assert 'peg_after' not in switch and 'peg_cfg' not in switch
     # everything else is the host's (schedule, data, the model but for our keys), with
     # mmposenc's dataset check and optimizer log (as_host maps them back)
     for key in ('optim_wrapper', 'param_scheduler', 'train_cfg', 'train_dataloader',

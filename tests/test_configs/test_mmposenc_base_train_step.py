@@ -139,12 +139,7 @@ default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval=1000, sav
 
 
 def _shapes_root(tmp_path):
-    import sys
-    sys.path.insert(0, osp.join(REPO_ROOT, 'tools', 'dataset_converters'))
-    try:
-        from make_shapes_coco import make_shapes_coco
-    finally:
-        sys.path.pop(0)
+    from mmposenc.utils.tools.shapes_coco import make_shapes_coco
     return make_shapes_coco(str(tmp_path / 'shapes_coco'), num_train=4, num_val=2,
                             min_size=96, max_size=128)
 

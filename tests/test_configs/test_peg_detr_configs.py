@@ -42,9 +42,10 @@ DD_CONFIGS = [p for p in COCO_CONFIGS if osp.basename(p).startswith('deformable-
 
 
 def _check_encoder_pos(cfg, name):
+    from mmposenc.models.detectors.encoder_pos import encoder_pos_mode
     algo = name.split('_')[0]
     (pe, ) = [k for k in EXPECTED_POS if algo.endswith('-' + k)]
-    assert cfg.model.encoder_pos == EXPECTED_POS[pe]
+    assert encoder_pos_mode(cfg.model.encoder_pos) == EXPECTED_POS[pe]
     assert cfg.model.type.startswith('mmposenc.')
     assert cfg.custom_imports.imports == ['mmposenc.models.detectors']
 
@@ -125,7 +126,13 @@ def test_algorithm_2_configs_build_paper_masked_pegs(name):
     init_default_scope('mmdet')
     cfg = _load(osp.join(REPO, 'configs', name))
     base = _load(osp.join(REPO, 'configs', name.replace('algo2-', '')))
-    assert cfg.model.peg_cfg.pop('masking') == 'paper'
+    # the options go with the mode: --cfg-options model.encoder_pos=<mode> replaces them
+    assert cfg.model.encoder_pos.peg_cfg.pop('masking') == 'paper'
+    assert cfg.model.encoder_pos == dict(mode='peg', peg_cfg=MODELS.get(
+        cfg.model.type).default_peg_cfg)
+    assert base.model.encoder_pos == 'peg'
+    cfg.model.pop('encoder_pos')
+    base.model.pop('encoder_pos')
     assert as_host(cfg.model) == as_host(base.model)
     cfg = _load(osp.join(REPO, 'configs', name))
     cfg.model.backbone.init_cfg = None

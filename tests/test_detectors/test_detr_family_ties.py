@@ -130,7 +130,11 @@ def run_alone_and_batched(model, packed, dtype, recorder):
     return alone, batched, cuts_alone, recorder.cuts()
 
 
-@pytest.mark.parametrize('dtype', [torch.float32, torch.float64], ids=['float32', 'float64'])
+#: float64 (several CPU minutes per DINO test): marked slow
+DTYPES = [torch.float32, pytest.param(torch.float64, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize('dtype', DTYPES, ids=['float32', 'float64'])
 @pytest.mark.parametrize('name', list(CONFIGS))
 def test_twins_at_the_cut_keep_the_lower_query_alone_and_batched(name, dtype, coco128_root,
                                                                  recorder):
@@ -157,7 +161,7 @@ def test_twins_at_the_cut_keep_the_lower_query_alone_and_batched(name, dtype, co
         assert same_labels and scores <= SCORES and boxes <= BOXES, (scores, boxes)
 
 
-@pytest.mark.parametrize('dtype', [torch.float32, torch.float64], ids=['float32', 'float64'])
+@pytest.mark.parametrize('dtype', DTYPES, ids=['float32', 'float64'])
 def test_dino_query_selection_with_all_tokens_tied(dtype, coco128_root, recorder):
     """All encoder scores equal: the 900 queries are the image's first 900 own tokens, alone
     and batched, and so are its detections."""

@@ -10,7 +10,7 @@ Mask2Former and mmseg's EncoderDecoder). For each:
 - the encoder memory on an image's valid tokens is the same alone and in a padded batch with
   larger images (<= 1e-5), for real COCO128 images through the host's own pipeline and data
   preprocessor at sizes that are not multiples of any stride (backbone features made
-  batch-independent, as in test_exact_padding.py), in every encoder_pos mode; the stock model
+  batch-independent, as in test_padding_exact_detectors.py), in every encoder_pos mode; the stock model
   fails the same comparison;
 - the no-mask path: same-size images give the PEGs no mask, padded ones a mask;
 - every PEG parameter gets a gradient from the host's loss; every other parameter too, except
@@ -33,12 +33,12 @@ from torch import nn
 pytest.importorskip('mmdet')
 pytest.importorskip('mmseg')
 
-from test_exact_padding import IMAGES, SubsampleBackbone  # noqa: E402
+from test_padding_exact_detectors import IMAGES, SubsampleBackbone  # noqa: E402
 
 ENCODER_POS = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none')
 PIXEL_DECODER = 'mmposenc.PEGMSDeformAttnPixelDecoder'
-SEG_HEAD = 'mmposenc.PaddingAwareSegMask2FormerHead'
-DET_HEAD = 'mmposenc.PaddingAwareMask2FormerHead'
+SEG_HEAD = 'mmposenc.PaddingExactSegMask2FormerHead'
+DET_HEAD = 'mmposenc.PaddingExactMask2FormerHead'
 
 
 def _det(cfg_fn, stock, ours, kind, **extra):
@@ -249,7 +249,7 @@ def invariance_model(name, encoder_pos):
 
 
 def load_images(root, kind):
-    """The images of test_exact_padding.py through the host's test pipeline (Resize to sizes
+    """The images of test_padding_exact_detectors.py through the host's test pipeline (Resize to sizes
     that are not multiples of any stride)."""
     from mmcv.transforms import LoadImageFromFile
     if kind == 'seg':

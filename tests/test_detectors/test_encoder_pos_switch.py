@@ -81,3 +81,37 @@ def test_no_shipped_config_sets_an_ignored_argument():
             checked += 1
     assert checked >= 30
 
+
+
+def _switch_errors():
+    """The messages of the switch's errors, raised by building the models."""
+    messages = []
+    for name, kwargs in [
+            ('PEGDETR', dict(encoder_pos='bad')),
+            ('PEGDETR', dict(encoder_pos='peg', peg_after=(5, ))),
+            ('PEGDETR', dict(encoder_pos='sine', peg_after=(0, 1))),
+            ('PEGDeformableDETR', dict(encoder_pos='rope_mixed', peg_after=(0, ))),
+            ('PEGDETR', dict(encoder_pos=dict(mode='peg', peg_after=(0, )), peg_after=(0, 1))),
+    ]:
+        kwargs = dict(kwargs)
+        with pytest.raises(ValueError) as info:
+            build_model(name, kwargs.pop('encoder_pos'), **kwargs)
+        messages.append(f'ValueError: {info.value}')
+    return messages
+
+
+def test_faq_quotes_the_switch_errors_as_raised():
+    """Every error of the switch that docs/faq.md quotes is the text the code raises (``...``
+    standing for any text), and the FAQ quotes each of them."""
+    import re
+    faq = open(osp.join(REPO, 'docs', 'faq.md'), encoding='utf-8').read()
+    quotes = [q for line in faq.splitlines() if line.startswith('**`')
+              for q in re.findall(r'`(ValueError: [^`]*)`', line)
+              if re.search(r'encoder_pos|peg_after|rotary encodings', q)]
+    messages = _switch_errors()
+    assert len(quotes) >= len(messages)
+    patterns = [re.compile('.*'.join(map(re.escape, q.split('...'))), re.DOTALL) for q in quotes]
+    for quote, pattern in zip(quotes, patterns):
+        assert any(pattern.fullmatch(m) for m in messages), (quote, messages)
+    for message in messages:
+        assert any(p.fullmatch(message) for p in patterns), message

@@ -4,7 +4,7 @@ padded batch; measured, the small stride-14 map is taken for stride 16 and the i
 row and a column."""
 import pytest
 import torch
-from test_exact_padding import SubsampleBackbone, alone_vs_batched
+from test_padding_exact_detectors import SubsampleBackbone, alone_vs_batched
 from tiny_detr_cfgs import build, detr_cfg, packed_inputs
 
 #: alone, the first image gives a 7 x 5 map at stride 14 (ceil(90 / 14), ceil(60 / 14)); the

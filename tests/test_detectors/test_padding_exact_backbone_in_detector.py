@@ -5,7 +5,7 @@ first COCO128 image (190 x 253, in a 400 x 400 batch: not a multiple of 16 or 32
 encoder memory and predictions alone and batched, where the stock ResNet does not."""
 import pytest
 import torch
-from test_exact_padding import alone_vs_batched, load_coco128, make_model
+from test_padding_exact_detectors import alone_vs_batched, load_coco128, make_model
 from torch import nn
 
 pytest.importorskip('mmdet')

@@ -1,7 +1,7 @@
 """Mask2Former exact end to end on padded batches (issue 20, item 2).
 
 The shipped ``configs/swin_peg/mask2former-peg_swin-peg-t_8xb2-160k_ade20k-512x512.py``
-(SwinPEG in padding-exact mode, PaddingExactEncoderDecoder, PaddingAwareSegMask2FormerHead,
+(SwinPEG in padding-exact mode, PaddingExactEncoderDecoder, PaddingExactSegMask2FormerHead,
 BatchPaddingSegDataPreprocessor), loaded by path and narrowed (widths, depths, queries, 8 of
 the 150 classes: CPU time), on two real ADE20K images through the config's own test
 pipeline (512 x 683 and 512 x 703) and its data preprocessor: each image batched (padded to

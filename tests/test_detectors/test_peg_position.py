@@ -136,9 +136,11 @@ def test_check_fails_on_a_peg_after_the_wrong_layer():
     """The check itself can fail: a PEG moved by hand onto the last layer is found."""
     model = _randomise(build_detector('PEGDETR', encoder_pos='peg', peg_after=(0, )))
     layers = model.encoder.layers
-    hooks = layers[0]._forward_hooks
-    layers[NUM_LAYERS - 1]._forward_hooks.update(hooks)
-    hooks.clear()
+    first, last = layers[0], layers[NUM_LAYERS - 1]
+    last._forward_hooks.update(first._forward_hooks)  # with the kwargs flag of each hook
+    last._forward_hooks_with_kwargs.update(first._forward_hooks_with_kwargs)
+    first._forward_hooks.clear()
+    first._forward_hooks_with_kwargs.clear()
     with pytest.raises(AssertionError, match='does not take layer 0'):
         check_peg_positions(model, (0, ))
 

@@ -10,7 +10,6 @@ image. ``MMPOSENC_GPU_TEST_DEVICE=cpu`` runs the same on the CPU (a dry run of t
 import glob
 import os
 import os.path as osp
-import sys
 
 import pytest
 import torch
@@ -39,12 +38,9 @@ def device():
 
 
 def _drop_pretrained(model_cfg):
-    """tools/_runner_utils.drop_pretrained: every Pretrained init_cfg of the model removed."""
-    sys.path.insert(0, osp.join(REPO_ROOT, 'tools'))
-    try:
-        from _runner_utils import drop_pretrained
-    finally:
-        sys.path.pop(0)
+    """mmposenc.utils.tools.runner.drop_pretrained (the tools'): every Pretrained init_cfg of
+    the model removed."""
+    from mmposenc.utils.tools.runner import drop_pretrained
     drop_pretrained(model_cfg)
 
 

@@ -565,9 +565,8 @@ assert 'mmposenc' not in sys.modules and 'mmposenc' not in MODULE2PACKAGE
 """
 PRINT_CFG = ("print(cfg.model.type, cfg.model.encoder_pos, cfg.model.peg_after, "
              "cfg.default_scope, cfg.custom_imports.imports)\n")
-OUR_LOADER = UNREGISTERED + f"""\
-sys.path.insert(0, {osp.join(REPO_ROOT, 'tools')!r})
-from _runner_utils import load_config
+OUR_LOADER = UNREGISTERED + """\
+from mmposenc.utils.tools.runner import load_config
 cfg = load_config('user.py')
 print(cfg.model.type, cfg.work_dir)
 import mmposenc  # what the loader did first: then mmengine's Config parses it
@@ -846,7 +845,7 @@ def test_wheel_in_a_fresh_virtual_environment(project, wheel_environment, with_h
     assert in_wheel == shipped and len(shipped) > 100
     for f in ('mmposenc/__init__.py', 'mmposenc/utils/config_package.py',
               'mmposenc/.mim/model-index.yml', 'mmposenc/.mim/tools/train.py',
-              'mmposenc/.mim/tools/_runner_utils.py', 'mmposenc/.mim/tools/test.py'):
+              'mmposenc/utils/tools/runner.py', 'mmposenc/.mim/tools/test.py'):
         assert f in names, f
 
     returncode, output = with_hook('wheel')['load']

@@ -428,12 +428,8 @@ def _run_tool_main(script, *args):
 
 
 def _train_in_process(path):
-    sys.path.insert(0, osp.join(REPO_ROOT, 'tools'))
-    try:
-        import _runner_utils
-    finally:
-        sys.path.pop(0)
-    return _runner_utils.load_config(path)
+    from mmposenc.utils.tools.runner import load_config
+    return load_config(path)
 
 
 # the command line as a user types it: one line, with where it was raised (as a process of

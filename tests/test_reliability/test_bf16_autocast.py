@@ -84,10 +84,10 @@ SMALL = {
     'PEGDABDETR': dab_detr_cfg(type='mmposenc.PEGDABDETR'),
     'PEGDINO': dino_cfg(type='mmposenc.PEGDINO'),
     'PEGMSDeformAttnPixelDecoder': PEG_PIXEL_DECODER,
-    'PaddingAwareMask2FormerHead': mask2former_head_cfg(
-        'mmposenc.PaddingAwareMask2FormerHead', PEG_PIXEL_DECODER),
-    'PaddingAwareSegMask2FormerHead': mask2former_head_cfg(
-        'mmposenc.PaddingAwareSegMask2FormerHead', PEG_PIXEL_DECODER, num_stuff=0),
+    'PaddingExactMask2FormerHead': mask2former_head_cfg(
+        'mmposenc.PaddingExactMask2FormerHead', PEG_PIXEL_DECODER),
+    'PaddingExactSegMask2FormerHead': mask2former_head_cfg(
+        'mmposenc.PaddingExactSegMask2FormerHead', PEG_PIXEL_DECODER, num_stuff=0),
 }
 #: registered types that are not models with a forward on tensors
 EXCLUDED = {
@@ -95,11 +95,14 @@ EXCLUDED = {
                                'the wrapped classifier\'s (covered through CPVT/PEViT)',
     'PaddingExactMask2Former': 'mmdet\'s Mask2Former binding the image sizes for the '
                                'backbone; its forward is the backbone\'s and the head\'s '
-                               '(PaddingExactResNet, PaddingAwareMask2FormerHead)',
+                               '(PaddingExactResNet, PaddingExactMask2FormerHead)',
     'PaddingExactEncoderDecoder': 'mmseg\'s EncoderDecoder binding the image sizes for the '
                                   'backbone; its forward is the backbone\'s and the head\'s '
-                                  '(SwinPEG, PaddingAwareSegMask2FormerHead)',
+                                  '(SwinPEG, PaddingExactSegMask2FormerHead)',
     'BatchPaddingSegDataPreprocessor': 'a data preprocessor (no forward on tensors)',
+    'PaddingAwareMask2FormerHead': 'former name of PaddingExactMask2FormerHead (same class)',
+    'PaddingAwareSegMask2FormerHead': 'former name of PaddingExactSegMask2FormerHead (same '
+                                      'class)',
     'PaddingExactRetinaNet': 'mmdet\'s RetinaNet binding the image sizes; its forward is '
                              'the backbone\'s, MaskedFPN\'s and PaddingExactRetinaHead\'s',
     'PaddingExactMaskRCNN': 'mmdet\'s Mask R-CNN binding the image sizes; its forward is the '
@@ -108,8 +111,8 @@ EXCLUDED = {
 }
 DETECTORS = ('PEGDETR', 'PEGDeformableDETR', 'PEGConditionalDETR', 'PEGDABDETR', 'PEGDINO')
 #: built from full configs under mmdet's scope (tiny_detr_cfgs.build)
-MMDET_BUILT = DETECTORS + ('PEGMSDeformAttnPixelDecoder', 'PaddingAwareMask2FormerHead',
-                           'PaddingAwareSegMask2FormerHead', 'PaddingExactRetinaHead',
+MMDET_BUILT = DETECTORS + ('PEGMSDeformAttnPixelDecoder', 'PaddingExactMask2FormerHead',
+                           'PaddingExactSegMask2FormerHead', 'PaddingExactRetinaHead',
                            'PaddingExactRPNHead')
 
 
@@ -151,7 +154,7 @@ def _forward(name, model):
         feats, samples = _mask2former_inputs(name, g)
         with model.image_shapes([s.img_shape for s in samples]):
             return model(feats)
-    if name in ('PaddingAwareMask2FormerHead', 'PaddingAwareSegMask2FormerHead'):
+    if name in ('PaddingExactMask2FormerHead', 'PaddingExactSegMask2FormerHead'):
         return model(*_mask2former_inputs(name, g))
     if name in ('PaddingExactRetinaHead', 'PaddingExactRPNHead'):  # its exact path
         from mmdet.structures import DetDataSample

@@ -4,15 +4,16 @@ Not imported by :mod:`mmposenc.models`; configs load it with
 ``custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)``.
 """
 from .host import MMDET_VERSION  # first: one line where mmdet is missing or out of range
-from .encoder_pos import (PEG_ENCODERS, DeformableEncoderPosMixin, DetrEncoderPosMixin,
-                          EncoderPosMixin, PEGEncoderMixin)
+from .encoder_pos import EncoderPosMixin
+from .layers import PEG_ENCODERS, PEGEncoderMixin
 from .padding_exact import (ExactPaddingMixin, MaskedFPN, PaddingAwareMask2FormerHead,
                             PaddingExactDenseHeadMixin, PaddingExactMask2Former,
                             PaddingExactMask2FormerHead, PaddingExactMaskRCNN, PaddingExactMixin,
                             PaddingExactResNet, PaddingExactRetinaHead, PaddingExactRetinaNet,
                             PaddingExactRPNHead, PixelDecoderShapesMixin)
-from .peg_deformable_detr import PEGDeformableDETR, PEGDeformableDetrTransformerEncoder
-from .peg_detr import PEGDETR, PEGDetrTransformerEncoder
+from .peg_deformable_detr import (DeformableEncoderPosMixin, PEGDeformableDETR,
+                                  PEGDeformableDetrTransformerEncoder)
+from .peg_detr import PEGDETR, DetrEncoderPosMixin, PEGDetrTransformerEncoder
 from .peg_detr_family import PEGDABDETR, PEGDINO, PEGConditionalDETR
 from .peg_mask2former import PEGMSDeformAttnPixelDecoder
 

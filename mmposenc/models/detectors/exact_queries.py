@@ -1,4 +1,4 @@
-"""Batch-exact query selection and query positions for mmdet's two-stage DETRs (issue 20).
+"""Padding-exact query selection and query positions for mmdet's two-stage DETRs (issue 20).
 
 With padding-exact backbones and exact padding masks, an image's encoder memory on its own
 tokens is the same alone and in any padded batch. Two places of mmdet's two-stage detectors
@@ -31,8 +31,13 @@ from torch import Tensor, nn
 
 from ..utils.call_state import CallState
 
-#: The memory padding mask of each detector's running ``pre_decoder`` (thread / task local).
-_MEMORY_MASK = CallState('mmposenc_two_stage_memory_mask')
+#: The memory padding mask of each detector's running ``pre_decoder`` (thread / task local),
+#: read by the forward hook on the encoder's class branch.
+_MEMORY_MASK = CallState(
+    'mmposenc_two_stage_memory_mask',
+    why="mmdet's DeformableDETR.pre_decoder / DINO.pre_decoder call the class branch "
+        '(bbox_head.cls_branches[decoder.num_layers]) with the transformed memory alone; the '
+        'memory mask reaches that call no other way short of copying pre_decoder')
 
 
 class ExactTwoStageMixin:

@@ -5,12 +5,13 @@ CPVT (`Conditional Positional Encodings for Vision Transformers
 encoder and inserts a PEG after the first encoder layer ("DETR w/o PE + PEG"). mmdet's
 :class:`~mmdet.models.DETR` hard-codes the sine encoding in ``_init_layers`` and feeds it to
 every encoder layer, so :class:`PEGDETR` adds the shared switch of
-:mod:`mmposenc.models.detectors.encoder_pos` (its ``pre_transformer``, ``forward_encoder`` and
-``forward_decoder``, and the host's encoder rebuilt with PEGs); the encoder is
-:class:`PEGDetrTransformerEncoder`, which applies a :class:`~mmposenc.models.layers.MaskedPEG`
-after chosen layers.
+:mod:`mmposenc.models.detectors.encoder_pos` (the host's encoder rebuilt with PEGs) and the
+stages of :class:`DetrEncoderPosMixin` here (``pre_transformer``, ``forward_encoder`` and
+``forward_decoder``, shared with Conditional-DETR and DAB-DETR); the encoder is
+:class:`~mmposenc.models.detectors.layers.PEGDetrTransformerEncoder`, which applies a
+:class:`~mmposenc.models.layers.MaskedPEG` after chosen layers.
 
-The padding mask is exact (:class:`~mmposenc.models.detectors.ExactPaddingMixin`): each image
+The padding mask is exact (:class:`~mmposenc.models.detectors.PaddingExactMixin`): each image
 owns the ``ceil(h / 32) x ceil(w / 32)`` tokens it has alone, where mmdet nearest-interpolates the
 pixel mask and gives an image one more row or column whenever the padded batch size is not a
 multiple of the stride. That is the one deliberate difference from mmdet: with
@@ -25,22 +26,117 @@ mean-normalised over the valid tokens and, in training only, randomly shifted an
 padded tokens get no embedding. It is added to the queries and keys exactly where the sine
 encoding was. CAPE has no parameters, so the state dict is that of the stock model.
 """
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
 from mmdet.models.detectors.detr import DETR
+from mmdet.structures import OptSampleList
+from torch import Tensor
 
 from mmposenc.registry import MODELS
-# the mechanism lives in encoder_pos; these names stay importable from here
+# the switch lives in encoder_pos, the encoder in layers; these names stay importable from here
 from .encoder_pos import (DECODER_POS_TYPES, ENCODER_POS_TYPES,  # noqa: F401
-                          DetrEncoderPosMixin, EncoderPosMixin, PEGDetrTransformerEncoder,
-                          build_pegs, check_encoder_pos, check_peg_after)
+                          EncoderPosMixin, build_pegs, check_encoder_pos, check_peg_after)
+from .layers import PEGDetrTransformerEncoder
+from .padding_exact.mixin import PaddingExactMixin
+from .stable_selection import StableSelectionMixin
 
 __all__ = [
-    'PEGDETR', 'PEGDetrTransformerEncoder', 'EncoderPosMixin', 'ENCODER_POS_TYPES',
-    'DECODER_POS_TYPES', 'build_pegs', 'check_encoder_pos', 'check_peg_after'
+    'PEGDETR', 'DetrEncoderPosMixin', 'PEGDetrTransformerEncoder', 'EncoderPosMixin',
+    'ENCODER_POS_TYPES', 'DECODER_POS_TYPES', 'build_pegs', 'check_encoder_pos',
+    'check_peg_after'
 ]
 
 
+class DetrEncoderPosMixin(PaddingExactMixin, EncoderPosMixin):
+    """The switch for DETR-like detectors (one level: DETR, Conditional-DETR, DAB-DETR).
+
+    Their encoders run dot-product self-attention, so the rotary modes (``'rope_mixed'``,
+    ``'rope_dinov3'``, with or without ``+peg``) apply: each image's coordinates come from its
+    own region of the padded batch (the exact mask).
+
+    Args:
+        decoder_pos (str): Memory positions (``key_pos``) of the decoder's cross-attention:
+            ``'sine'`` (stock; CPVT changed only the encoder) or ``'none'`` (zeros).
+            Defaults to ``'sine'``.
+        peg_cfg (dict): Defaults to ``dict(type='mmposenc.MaskedPEG', kernel_size=3)``.
+        **kwargs: Those of :class:`EncoderPosMixin` and of the host detector.
+    """
+
+    supports_rotary = True
+
+    def __init__(self, *args, decoder_pos: str = 'sine', **kwargs) -> None:
+        if decoder_pos not in DECODER_POS_TYPES:
+            raise ValueError(f'decoder_pos must be one of {DECODER_POS_TYPES}, got '
+                             f'{decoder_pos!r}')
+        self.decoder_pos = decoder_pos
+        super().__init__(*args, **kwargs)
+
+    def pre_transformer(self,
+                        img_feats: Tuple[Tensor],
+                        batch_data_samples: OptSampleList = None) -> Tuple[Dict, Dict]:
+        """As mmdet's ``DETR.pre_transformer`` with the exact padding mask, plus ``hw_shape``;
+        positions per config.
+
+        The mask marks exactly the ``ceil(img_h / s) x ceil(img_w / s)`` cells each image has
+        alone (:meth:`PaddingExactMixin.feature_padding_masks`; mmdet nearest-interpolates
+        the pixel mask, which marks one more row or column as image when the batch size is
+        not a multiple of the stride ``s``). Encoder, sine normalisation, CAPE extent and the
+        decoder's memory mask all use it. Where mmdet's mask is exact (batch sizes that are
+        multiples of the stride) ``encoder_pos='sine'`` computes exactly what mmdet computes.
+        The sine encoding is computed only when the encoder or the decoder uses it.
+        """
+        feat = img_feats[-1]
+        assert batch_data_samples is not None
+        batch_size, feat_dim = feat.shape[:2]
+        masks = self.feature_padding_masks((feat, ), batch_data_samples, self.encoder_strides)
+        masks = None if masks is None else masks[0]
+        sine = None
+        if self.encoder_uses_sine or self.decoder_pos == 'sine':
+            sine = self.sine_pos(feat, masks)
+        flat = feat.view(batch_size, feat_dim, -1).permute(0, 2, 1)
+        if masks is not None:
+            masks = masks.view(batch_size, -1)
+        if self.encoder_uses_cape:
+            feat_pos = self._cape_pos(feat, masks)
+        else:
+            feat_pos = sine if self.encoder_uses_sine else None
+        memory_pos = sine if self.decoder_pos == 'sine' else None
+        encoder_inputs_dict = dict(
+            feat=flat, feat_mask=masks, feat_pos=feat_pos, hw_shape=tuple(feat.shape[-2:]))
+        decoder_inputs_dict = dict(memory_mask=masks, memory_pos=memory_pos)
+        return encoder_inputs_dict, decoder_inputs_dict
+
+    def forward_encoder(self, feat: Tensor, feat_mask: Optional[Tensor],
+                        feat_pos: Optional[Tensor],
+                        hw_shape: Optional[Sequence[int]] = None) -> Dict:
+        """As mmdet's ``DETR.forward_encoder``, passing ``hw_shape`` to the PEGs and, in a
+        rotary mode, the angles of the grid to the attention layers
+        (:meth:`~mmposenc.models.detectors.encoder_pos.EncoderPosMixin.rotary_kwargs`)."""
+        memory = self.encoder(
+            query=feat, query_pos=feat_pos, key_padding_mask=feat_mask, hw_shape=hw_shape,
+            **self.rotary_kwargs(hw_shape, feat_mask, feat.device))
+        return dict(memory=memory)
+
+    def forward_decoder(self, query: Tensor, query_pos: Tensor, memory: Tensor,
+                        memory_mask: Optional[Tensor], memory_pos: Optional[Tensor],
+                        **kwargs) -> Dict:
+        """The host's ``forward_decoder``; ``decoder_pos='none'`` gives zero key positions.
+
+        (mmcv's attention would otherwise reuse ``query_pos`` as ``key_pos`` whenever the
+        number of queries equals the number of memory tokens.)
+        """
+        if memory_pos is None:
+            memory_pos = torch.zeros_like(memory)
+        return super().forward_decoder(query, query_pos, memory, memory_mask, memory_pos,
+                                       **kwargs)
+
+    def extra_repr(self) -> str:
+        return f'{super().extra_repr()}, decoder_pos={self.decoder_pos!r}'
+
+
 @MODELS.register_module()
-class PEGDETR(DetrEncoderPosMixin, DETR):
+class PEGDETR(StableSelectionMixin, DetrEncoderPosMixin, DETR):
     """DETR with a configurable encoder position encoding (CPVT's "DETR w/o PE + PEG").
 
     `Conditional Positional Encodings for Vision Transformers

@@ -1,9 +1,11 @@
 """Conditional-DETR, DAB-DETR and DINO with the encoder position switch.
 
-Each is mmdet's detector plus the shared mechanism of
-:mod:`mmposenc.models.detectors.encoder_pos`: ``encoder_pos`` ('sine' / 'peg' / 'sine+peg' /
+Each is mmdet's detector plus the shared switch of
+:mod:`mmposenc.models.detectors.encoder_pos` and the stages of
+:class:`~mmposenc.models.detectors.peg_detr.DetrEncoderPosMixin` /
+:class:`~mmposenc.models.detectors.peg_deformable_detr.DeformableEncoderPosMixin`: ``encoder_pos`` ('sine' / 'peg' / 'sine+peg' /
 'cape' / 'cape+peg' / 'none'), ``peg_after``, ``peg_cfg``, ``cape_cfg``, exact padding masks
-(:class:`~mmposenc.models.detectors.ExactPaddingMixin`). ``encoder_pos='sine'`` is the stock
+(:class:`~mmposenc.models.detectors.PaddingExactMixin`). ``encoder_pos='sine'`` is the stock
 model (same state-dict keys; bit-identical where mmdet's nearest-interpolated masks are exact:
 no padding, or padded sizes that are multiples of every stride).
 
@@ -26,7 +28,7 @@ What each keeps of the host's position encodings by default:
   positions; its query positions (sine of the anchor boxes) and denoising queries are DINO's,
   as are the two-stage proposals (computed from the exact masks). The learnt level embedding
   stays on the encoder tokens without sine (``level_embed=True``). Two changes make DINO's
-  predictions batch-exact (:mod:`mmposenc.models.detectors.exact_queries`): the query
+  predictions padding-exact (:mod:`mmposenc.models.detectors.exact_queries`): the query
   selection ranks the image's own tokens only (:class:`ExactTwoStageMixin`: padded tokens
   scored lowest), and the decoder encodes its query positions from the anchor boxes relative
   to the image (:class:`ExactQueryPosDinoDecoder`), where mmdet encodes them scaled to the
@@ -46,8 +48,10 @@ from mmdet.models.layers.transformer.utils import coordinate_to_encoding
 from torch import Tensor
 
 from mmposenc.registry import MODELS
-from .encoder_pos import DeformableEncoderPosMixin, DetrEncoderPosMixin
 from .exact_queries import ExactQueryPosDinoDecoder, ExactTwoStageMixin
+from .peg_deformable_detr import DeformableEncoderPosMixin
+from .peg_detr import DetrEncoderPosMixin
+from .stable_selection import StableSelectionMixin
 
 
 #: ``ref_sine_feats`` choices of :class:`PEGConditionalDETR`
@@ -115,7 +119,7 @@ class WidthConditionalDetrTransformerDecoder(ConditionalDetrTransformerDecoder):
 
 
 @MODELS.register_module()
-class PEGConditionalDETR(DetrEncoderPosMixin, ConditionalDETR):
+class PEGConditionalDETR(StableSelectionMixin, DetrEncoderPosMixin, ConditionalDETR):
     """Conditional-DETR with a configurable encoder position encoding.
 
     `Conditional DETR for Fast Training Convergence <https://arxiv.org/abs/2108.06152>`_ with
@@ -182,7 +186,7 @@ class PEGConditionalDETR(DetrEncoderPosMixin, ConditionalDETR):
 
 
 @MODELS.register_module()
-class PEGDABDETR(DetrEncoderPosMixin, DABDETR):
+class PEGDABDETR(StableSelectionMixin, DetrEncoderPosMixin, DABDETR):
     """DAB-DETR with a configurable encoder position encoding.
 
     `DAB-DETR: Dynamic Anchor Boxes are Better Queries for DETR
@@ -207,7 +211,7 @@ class PEGDABDETR(DetrEncoderPosMixin, DABDETR):
 
 
 @MODELS.register_module()
-class PEGDINO(ExactTwoStageMixin, DeformableEncoderPosMixin, DINO):
+class PEGDINO(StableSelectionMixin, ExactTwoStageMixin, DeformableEncoderPosMixin, DINO):
     """DINO with a configurable encoder position encoding.
 
     `DINO: DETR with Improved DeNoising Anchor Boxes for End-to-End Object Detection
@@ -223,7 +227,7 @@ class PEGDINO(ExactTwoStageMixin, DeformableEncoderPosMixin, DINO):
         peg_cfg (dict, optional): Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG',
             kernel_size=3, share_weights=False)``.
         cape_cfg (dict): Defaults to ``dict(type='mmposenc.CAPE2d')``.
-        exact_queries (bool): Batch-exact queries
+        exact_queries (bool): Padding-exact queries
             (:mod:`~mmposenc.models.detectors.exact_queries`): the query selection over each
             image's own tokens (:class:`ExactTwoStageMixin`) and the decoder's query positions
             from the anchor boxes relative to each image (:class:`ExactQueryPosDinoDecoder`),

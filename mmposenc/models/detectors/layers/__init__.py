@@ -1,0 +1,18 @@
+"""The encoder layers of mmposenc's DETR-family detectors (mmdet's ``layers/transformer``):
+mmdet's encoders with PEGs after chosen layers, and the rotary self-attention of the rotary
+encoder positions."""
+from .peg_encoder_layers import (PEG_ENCODERS, MultiLevelPEGEncoderMixin,
+                                 PEGDABDetrTransformerEncoder, PEGDeformableDetrTransformerEncoder,
+                                 PEGDetrTransformerEncoder, PEGEncoderMixin,
+                                 PEGMask2FormerTransformerEncoder, SingleLevelPEGEncoderMixin,
+                                 build_pegs, check_peg_after)
+from .rotary_encoder_layers import (RotaryMultiheadAttention, encoder_angles,
+                                    install_rotary_attention, rotary_attention)
+
+__all__ = [
+    'PEG_ENCODERS', 'PEGEncoderMixin', 'SingleLevelPEGEncoderMixin', 'MultiLevelPEGEncoderMixin',
+    'PEGDetrTransformerEncoder', 'PEGDABDetrTransformerEncoder',
+    'PEGDeformableDetrTransformerEncoder', 'PEGMask2FormerTransformerEncoder', 'build_pegs',
+    'check_peg_after', 'RotaryMultiheadAttention', 'encoder_angles', 'install_rotary_attention',
+    'rotary_attention'
+]
