@@ -1,7 +1,4 @@
-"""The position-encoding zoo: every class here is a
-:class:`~mmposenc.models.layers.BasePositionEncoding` that plugs into
-:class:`~mmposenc.models.layers.PEMultiheadAttention` / ``PEViT`` via ``pos_encoding=dict(type=...)``.
-``peg_encoding`` and ``peripheral_encoding`` wrap the generators of ``..generators`` for the zoo."""
+"""The position encodings that plug into ``PEViT`` through ``pos_encoding=dict(type=...)``."""
 from .base import BasePositionEncoding  # noqa: F401
 from .none import NoPositionEncoding  # noqa: F401
 from .learnable_abs import LearnableAbsolutePE  # noqa: F401

@@ -1,22 +1,4 @@
-"""The interface every position encoding of :class:`~mmposenc.models.PEViT` implements.
-
-A vision transformer can inject position information at four places, and each encoding
-overrides only the hooks it needs (the defaults do nothing):
-
-- :meth:`BasePositionEncoding.add_to_tokens`: once, after the patch embedding
-  (learnable absolute, 2D sin-cos, CAPE);
-- :meth:`BasePositionEncoding.layer_hook`: after a given encoder layer (PEG);
-- :meth:`BasePositionEncoding.transform_qk`: on the per-head queries and keys of every
-  attention layer (2D RoPE);
-- :meth:`BasePositionEncoding.attn_bias`: a term added to the scaled attention logits
-  of every attention layer (relative position bias, CoPE, SaPE2).
-
-The class attribute ``hooks`` names the overridden hooks so that the attention can skip
-work (and keep the fused ``scaled_dot_product_attention`` path) when no encoding needs the
-logits. Token tensors are laid out as ``(B, num_extra_tokens + H * W, C)`` with the extra
-(class) tokens first and the patch tokens in row-major order; queries and keys as
-``(B, num_heads, num_extra_tokens + H * W, head_dims)``.
-"""
+"""The interface every position encoding of :class:`~mmposenc.models.PEViT` implements."""
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -29,17 +11,14 @@ HOOKS = ('add_to_tokens', 'layer_hook', 'transform_qk', 'attn_bias')
 class BasePositionEncoding(BaseModule):
     """Base class of the position encodings pluggable into :class:`PEViT`.
 
-    Subclasses set ``hooks`` to the subset of ``('add_to_tokens', 'layer_hook',
-    'transform_qk', 'attn_bias')`` they override. The backbone passes ``embed_dims``,
-    ``num_heads``, ``num_layers`` and ``num_extra_tokens`` to every encoding it builds
-    (encodings that need only some of them ignore the rest), so one config entry
-    ``pos_encoding=dict(type='mmposenc.RoPE2d')`` is enough.
+    Subclasses override only the hooks they need and name them in ``hooks``. Tokens are
+    ``(B, E + H*W, C)``, the ``E`` extra tokens first and the patches in row-major order.
+    See docs/methods/sape2.md.
 
     Args:
         embed_dims (int): Token channels ``C``.
         num_heads (int): Attention heads. Defaults to 1.
-        num_layers (int): Encoder layers; encodings with per-layer parameters create one
-            set per layer and receive ``layer_idx`` in the attention hooks. Defaults to 1.
+        num_layers (int): Encoder layers, for per-layer parameters. Defaults to 1.
         num_extra_tokens (int): Leading tokens without a grid position (class token).
             Defaults to 0.
         init_cfg (dict, optional): Initialization config. Defaults to None.
@@ -47,8 +26,7 @@ class BasePositionEncoding(BaseModule):
 
     #: names of the hooks this encoding overrides
     hooks: Tuple[str, ...] = ()
-    #: names of the learnable tables (parameters) drawn from a truncated normal
-    #: (std 0.02) by :meth:`init_tables`, in this order
+    #: names of the tables that :meth:`init_tables` draws, in this order
     trunc_normal_tables: Tuple[str, ...] = ()
 
     def __init__(self,
@@ -76,7 +54,6 @@ class BasePositionEncoding(BaseModule):
         self.num_layers = num_layers
         self.num_extra_tokens = num_extra_tokens
 
-    # ------------------------------------------------------------------ hooks
     def add_to_tokens(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
         """Tokens ``(B, E + H*W, C)`` after the patch embedding -> same shape."""
         return x
@@ -95,27 +72,22 @@ class BasePositionEncoding(BaseModule):
                   layer_idx: int) -> Optional[torch.Tensor]:
         """Bias added to the scaled logits, ``(B or 1, heads, E + H*W, E + H*W)``.
 
-        ``q`` and ``k`` are the (possibly transformed) per-head queries and keys, before
-        the ``head_dims ** -0.5`` scaling.
+        ``q`` and ``k`` are the per-head queries and keys, before the scaling.
         """
         return None
 
-    # ------------------------------------------------------------ parameters
     def init_tables(self):
-        """Draw every parameter named in ``trunc_normal_tables`` from a truncated normal
-        (std 0.02). Subclasses call it once their tables exist."""
+        """Draw the ``trunc_normal_tables`` from a truncated normal with std 0.02."""
         for name in self.trunc_normal_tables:
             nn.init.trunc_normal_(getattr(self, name), std=0.02)
 
     def init_weights(self):
-        """Without an ``init_cfg``, :meth:`init_tables` when the encoding has
-        ``trunc_normal_tables``; otherwise mmengine's ``BaseModule.init_weights``."""
+        """:meth:`init_tables` without an ``init_cfg``, else ``BaseModule.init_weights``."""
         if self.init_cfg is None and self.trunc_normal_tables:
             self.init_tables()
         else:
             super().init_weights()
 
-    # ---------------------------------------------------------------- helpers
     def split_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Split ``(..., E + H*W, C)`` into the extra tokens and the patch tokens."""
         e = self.num_extra_tokens

@@ -1,18 +1,4 @@
-"""CAPE: continuous augmented positional embeddings, 1D (sequences) and 2D (patch grids).
-
-`CAPE: Encoding Relative Positions with Continuous Augmented Positional Embeddings
-<https://arxiv.org/abs/2106.03143>`_ (Likhomanenko et al., NeurIPS 2021).
-
-Positions are continuous; at training time they are mean-normalised and then augmented by
-a global shift, a per-token local shift and a global scaling, so that the model cannot
-rely on absolute positions; at evaluation the plain sinusoidal embedding is returned.
-Unlike the community port ``gcambara/cape`` (a) the first padded token is masked too
-(``>=`` not ``>``) and (b) every tensor is created on the device (and in the dtype) of the
-module's buffers, never on the CPU. A module cast to a half type (``model.to(torch.bfloat16)``
-or ``.half()``, without autocast) computes its frequencies, positions, augmentation and phases
-in float32 and casts only the embedding to its dtype: in bf16 ``arange`` is inexact beyond
-256, so positions and phases would be off (fp16 sums of positions overflow).
-"""
+"""CAPE: continuous augmented positional embeddings, 1D and 2D. See docs/methods/cape.md."""
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -53,9 +39,7 @@ def _uniform(shape: Sequence[int], bound: Union[float, torch.Tensor],
 
 
 def _grid_dim(size: Union[int, torch.Tensor]) -> Union[int, torch.Tensor]:
-    """A grid size as an int; while tracing (ONNX export) a size taken from a tensor's
-    shape is a 0-dim tensor and is kept as one, so the traced graph computes the positions
-    from the input's shape instead of freezing the traced size in."""
+    """A grid size as an int, or as the 0-dim tensor it is while tracing (ONNX export)."""
     if isinstance(size, torch.Tensor) and torch.jit.is_tracing():
         return size
     return int(size)
@@ -86,10 +70,7 @@ def cape1d_embedding(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tens
 def cape2d_frequencies(embed_dims: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """The 2D frequencies of CAPE, indexed as in its Appendix A.
 
-    With ``K = embed_dims`` and ``j = 0 .. K/2 - 1``: ``w_{j,x} = rho_j cos j`` and
-    ``w_{j,y} = rho_j sin j`` with ``rho_j = 10^((j + 1) / (K/2)) = 10^(2k/K)`` for
-    ``k = j + 1 = 1 .. K/2`` (Appendix A: ``rho = 10 ** (arange(1, K/2 + 1) / (K/2))``,
-    angles ``arange(K/2)``), so the magnitudes run from ``10^(2/K)`` to 10.
+    ``w_{j,x} = rho_j cos j``, ``w_{j,y} = rho_j sin j``, ``rho_j = 10^((j + 1) / (K/2))``.
 
     Returns:
         tuple[Tensor, Tensor]: ``w_x, w_y``, each of shape ``(K // 2,)``.
@@ -106,8 +87,7 @@ def cape2d_embedding(x: torch.Tensor, y: torch.Tensor, w_x: torch.Tensor,
 
     Returns:
         Tensor: (B, N, C) with ``E[2j] = cos(pi (w_{j,x} x + w_{j,y} y))`` and
-        ``E[2j + 1] = sin(...)`` (the paper's text; its Appendix A code concatenates all
-        cosines, then all sines: the same numbers in another channel order).
+        ``E[2j + 1] = sin(...)``.
     """
     phase = math.pi * (x[..., None] * w_x + y[..., None] * w_y)
     return torch.stack((phase.cos(), phase.sin()), dim=-1).flatten(-2)
@@ -118,11 +98,8 @@ class CAPE1d(BaseModule):
     """1D continuous augmented positional embedding of `CAPE
     <https://arxiv.org/abs/2106.03143>`_ for token sequences.
 
-    Positions ``p_t = pos_scale * t`` are, if ``normalize``, centred on the mean of the
-    non-padded tokens; in training mode they become ``(p + delta + eps_t) * lambda`` with
-    ``delta ~ U(+-max_global_shift)`` per sequence, ``eps_t ~ U(+-max_local_shift)`` per
-    token and ``log lambda ~ U(+-log max_global_scaling)`` per sequence. Padded tokens get
-    a zero embedding and do not move the mean.
+    Positions ``p_t = pos_scale * t`` become ``(p + delta + eps_t) * lambda`` in training.
+    Padded tokens get a zero embedding and do not move the mean.
 
     Args:
         embed_dims (int): Even number of channels ``C``.
@@ -174,8 +151,7 @@ class CAPE1d(BaseModule):
         return freqs.float().to(device)
 
     def frequencies(self) -> torch.Tensor:
-        """The frequencies to compute with: the ``freqs`` buffer, or, for a module cast to
-        bf16 / fp16, the float32 frequencies recomputed exactly on its device."""
+        """The frequencies to compute with: float32 ones for a module cast to bf16 / fp16."""
         if _compute_dtype(self.freqs.dtype) != self.freqs.dtype:
             return self._float32_frequencies(self.freqs.device)
         return self.freqs
@@ -246,40 +222,19 @@ class CAPE2d(BasePositionEncoding):
     """2D continuous augmented positional embedding of `CAPE
     <https://arxiv.org/abs/2106.03143>`_ for patch grids.
 
-    The patch centres of the (non-padded part of the) grid are placed on
-    ``[-1, 1] x [-1, 1]`` (so the same image content gets the same position at every
-    resolution), mean-normalised over the valid tokens and, in training mode only,
-    augmented: ``x' = (x + delta_x + eps_x) * lambda``, ``y' = (y + delta_y + eps_y) *
-    lambda`` with a global shift ``delta ~ U(+-max_global_shift)`` per image and axis, a
-    local shift ``eps ~ U(+-max_local_shift)`` per token and axis and a global scaling
-    ``log lambda ~ U(+-log max_global_scaling)`` per image. The embedding is
-    ``E[2j] = cos(pi (w_{j,x} x + w_{j,y} y))``, ``E[2j+1] = sin(...)`` with
-    ``w_{j,x} = 10^((j+1)/(C/2)) cos j``, ``w_{j,y} = 10^((j+1)/(C/2)) sin j``,
-    ``j = 0 .. C/2 - 1``, indexed as in the paper's Appendix A (:func:`cape2d_frequencies`).
-    At evaluation the positions span ``[-1, 1]`` (the paper's choice for all its results)
-    or, with ``eval_pos_range``, ``[-gamma, gamma]`` (CAPE Table 6).
-
-    In :class:`PEViT` it is added to the patch tokens; the extra (class) tokens get a
-    learnable embedding instead. In a detector call it with a ``(B, H*W)`` padding mask:
-    padded tokens get a zero embedding and do not move the mean.
-
-    ONNX export (tracing, eval mode): a ``hw_shape`` taken from a tensor's shape (e.g.
-    ``feat.shape[-2:]``) stays symbolic, so the exported graph computes the positions for
-    the input's size; eager results are unchanged.
+    The valid patch centres are placed on ``[-1, 1] x [-1, 1]`` and mean-normalised. In
+    training they get a global shift, a local shift and a global scaling. Padded tokens get a
+    zero embedding and do not move the mean. See docs/methods/cape.md.
 
     Args:
         embed_dims (int): Even number of channels ``C``.
-        max_global_shift (float): ``Delta_max``. Defaults to 0.5 (the paper's ViT).
-        max_local_shift (float | str): ``eps_max``. ``'auto'`` (default) uses ``1 / N``
-            per axis, ``N`` the number of (valid) patches along it (the paper's ViT).
-        max_global_scaling (float): ``lambda_max >= 1``. Defaults to 1.4 (paper's ViT;
-            UniViT uses 1, no scaling).
-        eval_pos_range (float | str): ``gamma`` of CAPE Table 6: at evaluation only, the
-            positions are scaled from ``[-1, 1]`` to ``[-gamma, gamma]``. A number is used
-            as is; ``'linear'`` is ``gamma = N / N_train`` per axis (the paper's ``r / 224``:
-            ``N`` patches along the axis now, ``N_train`` at the training resolution,
-            ``grid_size``) and ``'sqrt'`` is ``sqrt(N / N_train)``. Defaults to 1 (the paper
-            uses 1 everywhere else).
+        max_global_shift (float): ``Delta_max``. Defaults to 0.5.
+        max_local_shift (float | str): ``eps_max``. ``'auto'`` uses ``1 / N`` per axis, ``N``
+            the valid patches along it. Defaults to 'auto'.
+        max_global_scaling (float): ``lambda_max >= 1``. Defaults to 1.4.
+        eval_pos_range (float | str): ``gamma``: in evaluation the positions span
+            ``[-gamma, gamma]``. ``'linear'`` is ``N / N_train`` per axis, ``'sqrt'`` its
+            square root. Defaults to 1.
         grid_size (Sequence[int], optional): ``(H, W)`` patches at the training
             resolution, for ``'linear'`` and ``'sqrt'`` (:class:`PEViT` fills it in).
             Defaults to None.
@@ -345,8 +300,7 @@ class CAPE2d(BasePositionEncoding):
         self.generator: Optional[torch.Generator] = None
 
     def frequencies(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        """``w_x, w_y`` to compute with: the buffers, or, for a module cast to bf16 / fp16,
-        float32 copies recomputed exactly (:func:`cape2d_frequencies`) on its device."""
+        """``w_x, w_y`` to compute with: float32 copies for a module cast to bf16 / fp16."""
         if _compute_dtype(self.w_x.dtype) != self.w_x.dtype:
             w_x, w_y = cape2d_frequencies(self.embed_dims)
             return w_x.to(self.w_x.device), w_y.to(self.w_x.device)
@@ -366,8 +320,7 @@ class CAPE2d(BasePositionEncoding):
         ref = self.frequencies()[0]
         rows = torch.arange(H, device=ref.device, dtype=ref.dtype)
         cols = torch.arange(W, device=ref.device, dtype=ref.dtype)
-        # column / row index of every token in row-major order (broadcasts, no size as a
-        # Python number: traced sizes stay symbolic)
+        # column / row index of every token, by broadcasts: traced sizes stay symbolic
         col = cols.view(1, -1).expand(H, -1).reshape(1, -1)
         row = rows.view(-1, 1).expand(-1, W).reshape(1, -1)
         col, row = col.expand(batch_size, -1), row.expand(batch_size, -1)

@@ -7,9 +7,6 @@ from .base import BasePositionEncoding
 class NoPositionEncoding(BasePositionEncoding):
     """No position information at all: every hook is the identity.
 
-    The baseline that shows how much a position encoding adds; the attention of a
-    transformer without one is permutation-equivariant over the patch tokens.
-
     Args:
         embed_dims (int): Token channels.
         num_heads (int): Attention heads. Defaults to 1.

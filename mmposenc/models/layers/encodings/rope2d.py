@@ -22,17 +22,13 @@ def axial_freqs(head_dims: int, theta: float = 100., device=None,
 
 
 def axial_angles(coords: Tensor, freqs: Tensor) -> Tensor:
-    """Angles ``(..., N, d/2)`` of coordinates ``(..., N, 2)`` as (x, y): the first half of
-    the channel pairs rotates with ``x``, the second half with ``y``."""
+    """Angles ``(..., N, d/2)`` of coordinates ``(..., N, 2)``: half with ``x``, half with ``y``."""
     return torch.cat((coords[..., 0:1] * freqs, coords[..., 1:2] * freqs), dim=-1)
 
 
 def build_rope2d_angles(hw_shape: Sequence[int], head_dims: int, theta: float = 100.,
                         device=None, dtype=torch.float32) -> Tensor:
-    """Rotation angles of the axial 2D RoPE.
-
-    The first half of the channel pairs rotates with the column ``x``, the second half
-    with the row ``y``, at frequencies ``theta^(-k / (d/4))``, ``k < d/4``.
+    """Rotation angles of the axial 2D RoPE: :func:`axial_angles` at :func:`axial_freqs`.
 
     Returns:
         Tensor: (H*W, head_dims // 2), one angle per channel pair, row-major grid order.
@@ -43,14 +39,10 @@ def build_rope2d_angles(hw_shape: Sequence[int], head_dims: int, theta: float = 
 
 @MODELS.register_module()
 class RoPE2d(RotaryPositionEncoding):
-    """Axial 2D rotary position embedding (`RoPE for ViT
-    <https://arxiv.org/abs/2403.13298>`_, RoPE-Axial).
+    """Axial 2D rotary position embedding (`RoPE-Axial <https://arxiv.org/abs/2403.13298>`_).
 
-    Queries and keys of the patch tokens are rotated by angles linear in their column and
-    row, so ``q_i . k_j`` depends on the patches only through ``(x_j - x_i, y_j - y_i)``.
-    Channels pair up as interleaved ``(2t, 2t+1)`` (RoPE-ViT's complex view); the angles and
-    the rotation are computed in float32 and the result cast back to the queries' dtype, as
-    RoPE-ViT's code does. The extra tokens are not rotated. No parameters.
+    Half of the channel pairs rotate with the column, half with the row. It has no parameters.
+    See docs/user_guides/rotary.md.
 
     Args:
         embed_dims (int): Token channels.
@@ -58,7 +50,7 @@ class RoPE2d(RotaryPositionEncoding):
             4. Defaults to 1.
         num_layers (int): Unused (interface). Defaults to 1.
         num_extra_tokens (int): Leading extra tokens. Defaults to 0.
-        theta (float): Frequency base. Defaults to 100 (the paper's axial setting).
+        theta (float): Frequency base. Defaults to 100.
         cache_size (int): See :class:`RotaryPositionEncoding`. Defaults to 64.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 

@@ -1,5 +1,4 @@
-"""DINOv3's RoPE: axial rotary embedding of coordinates normalised to [-1, 1], with
-training-time shift, jitter and rescale of the coordinates drawn afresh in every block."""
+"""DINOv3's RoPE: axial rotary embedding of normalised, augmented coordinates."""
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -20,9 +19,10 @@ def dinov3_periods(head_dims: int, base: Optional[float] = 100.,
                    min_period: Optional[float] = None,
                    max_period: Optional[float] = None,
                    dtype: torch.dtype = torch.float32) -> Tensor:
-    """The ``d/4`` periods of DINOv3's RoPE: ``base^(k / (d/4))``, ``k < d/4``, or
-    geometrically spaced from ``min_period`` to ``max_period``, computed in ``dtype``
-    (float32)."""
+    """The ``d/4`` periods of DINOv3's RoPE, computed in ``dtype``.
+
+    They are ``base^(k / (d/4))``, or spaced geometrically from ``min_period`` to ``max_period``.
+    """
     n = head_dims // 4
     both = min_period is not None and max_period is not None
     if (base is None and not both) or (base is not None and
@@ -37,10 +37,11 @@ def dinov3_periods(head_dims: int, base: Optional[float] = 100.,
 
 def image_extents(hw_shape: Sequence, valid_hw: Optional[Tensor] = None,
                   normalize: str = 'separate', device=None) -> Tensor:
-    """The extents (rows, columns) ``(B or 1, 2)`` that DINOv3 normalises each image's cell
-    centres over: its own height and width (``'separate'``), or its larger / smaller side
-    for both (``'max'`` / ``'min'``). ``valid_hw`` (B, 2) gives each image's rows and columns
-    in a padded batch; None uses the whole grid. Float32, traceable."""
+    """The extents ``(B or 1, 2)`` (rows, columns) that DINOv3 normalises each image over.
+
+    ``'separate'`` uses the image's own height and width, ``'max'`` and ``'min'`` one side.
+    ``valid_hw`` ``(B, 2)`` holds each image's rows and columns; None uses the whole grid.
+    """
     if valid_hw is None:
         h = torch.full((1, 1), 1., device=device) * hw_shape[0]
         w = torch.full((1, 1), 1., device=device) * hw_shape[1]
@@ -57,35 +58,11 @@ def image_extents(hw_shape: Sequence, valid_hw: Optional[Tensor] = None,
 
 @MODELS.register_module()
 class DINOv3RoPE(RotaryPositionEncoding):
-    """The rotary position embedding of `DINOv3 <https://arxiv.org/abs/2508.10104>`_
-    (``RopePositionEmbedding`` of facebookresearch/dinov3): axial RoPE on coordinates
-    normalised to ``[-1, 1]``, with random shift, jitter and rescale of the coordinates in
-    training, drawn afresh in every block as DINOv3 does.
+    """The rotary position embedding of `DINOv3 <https://arxiv.org/abs/2508.10104>`_.
 
-    Each patch's centre is mapped to ``[-1, 1]`` per axis over its image's own extent
-    (``normalize_coords='separate'``; ``'max'`` / ``'min'`` divide by one side), so an image
-    in a padded batch gets the coordinates it has alone. In training, for the whole batch: a
-    shift ``U[-shift, shift]`` per axis is added, then the coordinates are multiplied by a
-    jitter ``log-U[1/jitter, jitter]`` per axis and by one rescale ``log-U[1/rescale,
-    rescale]`` (each only when set, drawn in that order). DINOv3 calls its RoPE module inside
-    the block loop, so every block sees its own draw (``train_draw='per_block'``, the
-    default: every :meth:`angles` call draws, and :attr:`draw_per_layer` tells callers that
-    precompute the angles of all layers to call it per layer); timm's port computes the
-    table once per forward and shares it by all blocks (``train_draw='per_forward'``). In
-    eval there is no draw and every block gets the same table.
-
-    The angle of channel pair ``t`` is ``2 pi c / period_t`` with ``period_t = base^(t /
-    (d/4))``: the first ``d/4`` pairs rotate with the row coordinate, the last ``d/4`` with
-    the column (DINOv3's order), and channels ``i`` and ``i + d/2`` form a pair (DINOv3's
-    rotate-half layout). ``rope_dtype`` is DINOv3's ``pos_embed_rope_dtype``: with
-    ``'fp32'`` (the default; DINOv3's ViT-7B recipes and released hub backbones) the periods,
-    coordinates, draws, angles, sines and cosines and the rotation are float32; with
-    ``'bf16'`` (DINOv3's default config and its ViT-L distillation recipe) they are all bf16,
-    op by op as DINOv3 computes them, and the rotated queries and keys are cast back to
-    their dtype. bf16 sines and cosines differ from float32 by up to ~3e-2 (angles of a few
-    radians carry bf16's 2^-8 relative rounding; see ``docs/user_guides/rotary.md``). No
-    learnt parameters; the class token is not rotated. CAPE's augmentation (shift, scale) on
-    a rotary carrier.
+    It is an axial RoPE of cell centres normalised to ``[-1, 1]`` over each image's extent. In
+    training the coordinates get a random shift, jitter and rescale. It has no learnt
+    parameters. See docs/user_guides/rotary.md.
 
     Args:
         embed_dims (int): Token channels.
@@ -93,27 +70,18 @@ class DINOv3RoPE(RotaryPositionEncoding):
             Defaults to 1.
         num_layers (int): Unused (all layers share the periods). Defaults to 1.
         num_extra_tokens (int): Leading tokens left unrotated. Defaults to 0.
-        base (float, optional): Period base. Defaults to 100 (DINOv3).
+        base (float, optional): Period base. Defaults to 100.
         min_period (float, optional): With ``max_period`` instead of ``base``.
         max_period (float, optional): See ``min_period``.
         normalize_coords (str): ``'separate'``, ``'max'`` or ``'min'``. Defaults to
-            ``'separate'`` (DINOv3).
-        shift_coords (float, optional): Training shift bound. Defaults to None (off, as
-            DINOv3's released recipes).
+            ``'separate'``.
+        shift_coords (float, optional): Training shift bound. Defaults to None (off).
         jitter_coords (float, optional): Training per-axis scale bound (> 1). Defaults to None.
-        rescale_coords (float, optional): Training global scale bound (> 1). Defaults to 2
-            (DINOv3's ViT-7B pre-training and ViT-L distillation recipes; the module's own
-            default there is None).
-        train_draw (str): When the training augmentation is drawn:
-
-            - ``'per_block'``: a new draw at every call of :meth:`angles`, i.e. in every
-              block (DINOv3);
-            - ``'per_forward'``: one draw per forward of the model, shared by all its
-              blocks (timm's ``RotaryEmbeddingDinoV3``).
-
-            Defaults to ``'per_block'``.
+        rescale_coords (float, optional): Training global scale bound (> 1). Defaults to 2.
+        train_draw (str): ``'per_block'`` draws the augmentation at every :meth:`angles`
+            call, ``'per_forward'`` once per forward. Defaults to ``'per_block'``.
         rope_dtype (str): ``'fp32'``, ``'bf16'`` or ``'fp16'``: the dtype the whole RoPE is
-            computed in (DINOv3's ``pos_embed_rope_dtype``). Defaults to ``'fp32'``.
+            computed in. Defaults to ``'fp32'``.
         cache_size (int): See :class:`RotaryPositionEncoding`. Defaults to 64.
         init_cfg (dict, optional): Initialization config. Defaults to None.
 
@@ -171,8 +139,8 @@ class DINOv3RoPE(RotaryPositionEncoding):
         self.rescale_coords = rescale_coords
         self.train_draw = train_draw
         self.rope_dtype = rope_dtype
-        # persistent, as DINOv3 (its checkpoints carry rope_embed.periods); kept in float32
-        # whatever rope_dtype, holding the values DINOv3 computes in that dtype
+        # persistent: DINOv3's checkpoints carry rope_embed.periods. Float32, holding the
+        # values DINOv3 computes in rope_dtype.
         self.register_buffer('periods', dinov3_periods(self.head_dims, base, min_period,
                                                        max_period, self.compute_dtype).float())
         self._draw = None
@@ -192,19 +160,16 @@ class DINOv3RoPE(RotaryPositionEncoding):
 
     @property
     def draw_per_layer(self) -> bool:
-        """True in training with augmentation and ``train_draw='per_block'``: every
-        :meth:`angles` call makes a new draw, so each layer must get its own call."""
+        """True in training with augmentation and ``train_draw='per_block'``."""
         return self.random_now() and self.train_draw == 'per_block'
 
     def start_forward(self) -> None:
-        """With ``train_draw='per_forward'``: draw this forward's shift, jitter and rescale
-        (training with augmentation only), shared by all its layers."""
+        """Draw the augmentation shared by this forward's layers (``'per_forward'`` only)."""
         self._draw = (self._new_draw() if self.random_now() and
                       self.train_draw == 'per_forward' else None)
 
     def _new_draw(self) -> dict:
-        """One draw of the augmentation in DINOv3's order (shift, jitter, rescale), each
-        stored per axis as (row, column) like DINOv3's, in :attr:`compute_dtype`."""
+        """One draw of shift, jitter and rescale, per axis as (row, column), like DINOv3's."""
         device, dtype = self.periods.device, self.compute_dtype
         draw = {}
         if self.shift_coords is not None:
@@ -217,9 +182,7 @@ class DINOv3RoPE(RotaryPositionEncoding):
         return draw
 
     def grid_coords(self, hw_shape, valid_hw=None, device=None) -> Tensor:
-        """Normalised (x, y) coordinates in :attr:`compute_dtype`, augmented in training
-        (a new draw per call with ``train_draw='per_block'``, this forward's draw with
-        ``'per_forward'``)."""
+        """Normalised (x, y) coordinates in :attr:`compute_dtype`, augmented in training."""
         device = device if device is not None else self.periods.device
         extent = image_extents(hw_shape, valid_hw, self.normalize_coords, device)
         coords = position_grid(hw_shape, 'centres', extent, device, self.compute_dtype)
@@ -241,8 +204,7 @@ class DINOv3RoPE(RotaryPositionEncoding):
         return coords
 
     def angles_of(self, coords: Tensor, layer_idx: int) -> Tensor:
-        """(B or 1, 1, N, d/2): ``2 pi y / periods`` then ``2 pi x / periods``, in
-        :attr:`compute_dtype`."""
+        """Angles ``(B or 1, 1, N, d/2)``: ``2 pi y / periods``, then ``2 pi x / periods``."""
         dtype = self.compute_dtype
         p = self.periods.to(device=coords.device, dtype=dtype)
         ang = 2 * math.pi * coords.to(dtype)[..., None] / p  # (B, N, 2 (x, y), d/4)
@@ -250,9 +212,7 @@ class DINOv3RoPE(RotaryPositionEncoding):
 
     def transform_qk(self, q: Tensor, k: Tensor, hw_shape: Sequence,
                      layer_idx: int) -> Tuple[Tensor, Tensor]:
-        """Rotate the patch queries and keys; with a ``rope_dtype`` other than ``'fp32'``,
-        the extra tokens also pass through that dtype unrotated (DINOv3 casts the whole
-        ``q`` and ``k`` to it and back)."""
+        """Rotate the patch queries and keys; extra tokens pass through ``rope_dtype`` too."""
         q, k = super().transform_qk(q, k, hw_shape, layer_idx)
         e = self.num_extra_tokens
         if e and self.rope_dtype != 'fp32':
@@ -262,8 +222,7 @@ class DINOv3RoPE(RotaryPositionEncoding):
         return q, k
 
     def rotate(self, x: Tensor, angles: Tensor) -> Tensor:
-        """DINOv3's rotate-half rotation in :attr:`compute_dtype`, returned in ``x``'s
-        dtype."""
+        """DINOv3's rotate-half rotation in :attr:`compute_dtype`, in ``x``'s dtype."""
         return apply_rotary_half(x, angles, self.compute_dtype)
 
     def extra_repr(self) -> str:

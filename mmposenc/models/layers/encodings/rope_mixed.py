@@ -13,13 +13,9 @@ from .rotary import RotaryPositionEncoding, apply_rotary_pairs
 
 def init_mixed_freqs(head_dims: int, num_heads: int, num_layers: int = 1, theta: float = 10.,
                      rotate: bool = True, generator: Optional[torch.Generator] = None) -> Tensor:
-    """RoPE-Mixed's initial frequencies (Heo et al., ECCV 2024; ``init_random_2d_freqs`` of
-    their code).
+    """RoPE-Mixed's initial frequencies, one random direction per layer and head.
 
-    Per layer and head a random direction ``a ~ U[0, 2 pi)`` (0 when ``rotate`` is False);
-    with magnitudes ``m_k = theta^(-k / (d/4))``, ``k < d/4``, the first ``d/4`` channel
-    pairs get the frequency vector ``m_k (cos a, sin a)`` and the last ``d/4`` the orthogonal
-    ``m_k (cos(a + pi/2), sin(a + pi/2))``.
+    See docs/user_guides/rotary.md.
 
     Args:
         head_dims (int): Channels per head ``d`` (divisible by 4).
@@ -61,20 +57,12 @@ def mixed_angles(freqs: Tensor, coords: Tensor) -> Tensor:
 
 @MODELS.register_module()
 class RoPEMixed(RotaryPositionEncoding):
-    """RoPE-Mixed of `Rotary Position Embedding for Vision Transformer
-    <https://arxiv.org/abs/2403.13298>`_ (Heo et al., ECCV 2024).
+    """2D rotary position embedding with learnt frequencies that mix the axes (`RoPE-Mixed
+    <https://arxiv.org/abs/2403.13298>`_).
 
-    Channel pair ``t`` of head ``h`` in layer ``l`` of a patch at column ``x`` and row ``y`` is
-    rotated by ``x f_x[l, h, t] + y f_y[l, h, t]`` (the paper's mixed-frequency rotation): the
-    frequencies are 2D vectors that mix the axes, learnt per layer and head, initialised by
-    :func:`init_mixed_freqs`. Queries and keys get the same rotation, so ``q_i . k_j`` depends
-    on the patches only through ``(x_j - x_i, y_j - y_i)``. The class token is not rotated.
-    Coordinates are patch indices from the top-left corner, so an image in a padded batch gets
-    the coordinates it has alone. Channels are paired as interleaved ``(2t, 2t+1)`` (the
-    official code's complex view), so the paper's checkpoints map onto ``freqs`` by a reshape.
-
-    Exclude ``freqs`` from weight decay as the paper does:
-    ``paramwise_cfg=dict(custom_keys={'.freqs': dict(decay_mult=0.)})``.
+    Channel pair ``t`` of head ``h`` in layer ``l`` at column ``x`` and row ``y`` rotates by
+    ``x f_x[l, h, t] + y f_y[l, h, t]``. Exclude ``freqs`` from weight decay:
+    ``custom_keys={'.freqs': dict(decay_mult=0.)}``. See docs/user_guides/rotary.md.
 
     Args:
         embed_dims (int): Token channels.
@@ -82,8 +70,7 @@ class RoPEMixed(RotaryPositionEncoding):
             Defaults to 1.
         num_layers (int): Layers, each with its own frequencies. Defaults to 1.
         num_extra_tokens (int): Leading tokens left unrotated (class token). Defaults to 0.
-        theta (float): Frequency base. Defaults to 10 (the paper's RoPE-Mixed; 100 for
-            RoPE-Axial).
+        theta (float): Frequency base. Defaults to 10.
         rotate (bool): Random initial direction per head and layer. Defaults to True.
         cache_size (int): See :class:`RotaryPositionEncoding`. Defaults to 64.
         init_cfg (dict, optional): Initialization config. Defaults to None.

@@ -1,24 +1,6 @@
-"""What every 2D rotary encoding shares: the rotation, float32 angles and the eval cache.
+"""The base of the 2D rotary encodings: rotation, float32 angles and the eval cache.
 
-A rotary encoding rotates channel pairs of each head's queries and keys by angles that are
-linear in the token's 2D coordinates, so that ``q_i . k_j`` sees the positions only through
-the rotation between them. The encodings differ in the coordinates (patch indices, or
-normalised to ``[-1, 1]``), the frequencies (fixed axial, or learnable and mixed) and how the
-channels are paired; :class:`RotaryPositionEncoding` holds the rest:
-
-- the angles are computed in float32 with autocast disabled (bf16 cannot represent
-  ``x * f`` for ``x`` in the tens to within a radian) and the rotation
-  (:func:`apply_rotary`) runs in float32 before casting back to the dtype of the queries, as
-  RoPE-ViT's code does (``DINOv3RoPE(rope_dtype='bf16')`` is the one opt-in exception: the
-  bf16 RoPE of DINOv3's default recipe);
-- the grid comes from :func:`~mmposenc.models.layers.grid.position_grid`;
-- every operation is real-valued (no complex tensors), so the encodings export to ONNX;
-- the angles of a grid are cached while they need no autograd graph and draw nothing at
-  random (:meth:`RotaryPositionEncoding.cacheable`), keyed by the grid, the layer, the device
-  and the version of the tensors they are computed from, so an optimizer step, a
-  ``load_state_dict`` or a move to another device invalidates them;
-- a padded batch gives each image the coordinates of its own region
-  (``valid_hw``, the valid rows and columns of each image, top-left aligned as mmdet pads).
+See docs/user_guides/rotary.md.
 """
 import math
 from typing import Dict, Optional, Sequence, Tuple
@@ -35,22 +17,14 @@ ROTARY_LAYOUTS = ('pairs', 'half')
 
 def apply_rotary(x: Tensor, angles: Tensor, layout: str = 'pairs',
                  dtype: torch.dtype = torch.float32) -> Tensor:
-    """Rotate channel pairs of ``x`` by ``angles``, computing in ``dtype`` (float32 unless
-    asked otherwise, as RoPE-ViT and DINOv3's float32 recipes do), returning ``x``'s dtype.
+    """Rotate channel pairs of ``x`` by ``angles``, computing in ``dtype``.
 
     Args:
         x (Tensor): (..., N, d).
         angles (Tensor): (..., N, d/2), broadcastable to ``x``'s leading dimensions.
-        layout (str): How the channels pair up:
-
-            - ``'pairs'``: interleaved ``(x[2i], x[2i+1])`` (RoPE-ViT: the complex view of
-              ``x.reshape(..., d/2, 2)`` times ``exp(i * angles)``);
-            - ``'half'``: ``(x[i], x[i + d/2])`` (DINOv3: ``x * cos + rotate_half(x) * sin``
-              with the angles tiled twice).
-
-            Defaults to ``'pairs'``.
-        dtype (torch.dtype): Of the arithmetic: ``x`` and ``angles`` are cast to it, the
-            cosines, sines and products are computed in it. Defaults to float32.
+        layout (str): ``'pairs'`` pairs ``(x[2i], x[2i+1])`` as RoPE-ViT; ``'half'`` pairs
+            ``(x[i], x[i + d/2])`` as DINOv3. Defaults to ``'pairs'``.
+        dtype (torch.dtype): Of the arithmetic. Defaults to float32.
 
     Returns:
         Tensor: The rotated ``x``, in ``x``'s dtype.
@@ -85,9 +59,10 @@ def apply_rotary_half(x: Tensor, angles: Tensor, dtype: torch.dtype = torch.floa
 
 
 def valid_hw_from_mask(key_padding_mask: Optional[Tensor], hw_shape: Sequence) -> Optional[Tensor]:
-    """The valid rows and columns ``(B, 2)`` of each image of a padded batch, from its key
-    padding mask ``(B, H*W)`` (True = padded; images top-left aligned, as mmdet pads).
-    None without a mask. Traceable (no Python numbers are read from tensors)."""
+    """The valid rows and columns ``(B, 2)`` of each image, from its key padding mask.
+
+    The mask is ``(B, H*W)``, True where padded, images top-left aligned. None gives None.
+    """
     if key_padding_mask is None:
         return None
     valid = ~key_padding_mask.view(key_padding_mask.shape[0], hw_shape[0], hw_shape[1])
@@ -103,10 +78,8 @@ def _no_cache_now() -> bool:
 class RotaryPositionEncoding(BasePositionEncoding):
     """Base class of the 2D rotary encodings: angles of a grid, rotation, cache.
 
-    Subclasses implement :meth:`grid_coords` (float32 ``(B or 1, H*W, 2)``), :meth:`angles_of`
-    (coordinates -> ``(B or 1, heads or 1, H*W, head_dims/2)``) and :meth:`rotate`, and set
-    :attr:`angle_sources` (the tensors the angles are computed from, by attribute name) and
-    :attr:`per_layer`. The extra (class) tokens are not rotated, as in the papers.
+    Subclasses implement :meth:`grid_coords`, :meth:`angles_of` and :meth:`rotate`, and set
+    :attr:`angle_sources` and :attr:`per_layer`. Extra tokens are not rotated.
 
     Args:
         embed_dims, num_heads, num_layers, num_extra_tokens, init_cfg: As
@@ -139,19 +112,17 @@ class RotaryPositionEncoding(BasePositionEncoding):
         #: cache hits and misses since the last :meth:`clear_cache` (for tests and benchmarks)
         self.cache_stats = dict(hits=0, misses=0)
 
-    # ------------------------------------------------------------- subclass API
     def grid_coords(self, hw_shape: Sequence, valid_hw: Optional[Tensor] = None,
                     device=None) -> Tensor:
         """Float32 coordinates ``(B or 1, H*W, 2)`` as ``(x, y)`` of the grid, row-major."""
         raise NotImplementedError
 
     def angles_of(self, coords: Tensor, layer_idx: int) -> Tensor:
-        """Float32 (or the encoding's compute dtype) angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of ``coords``."""
+        """The angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of ``coords``."""
         raise NotImplementedError
 
     def rotate(self, x: Tensor, angles: Tensor) -> Tensor:
-        """``x`` (B, heads, H*W, head_dims) rotated by ``angles`` (:func:`apply_rotary`, in
-        float32, returned in ``x``'s dtype)."""
+        """``x`` ``(B, heads, H*W, head_dims)`` rotated by ``angles``, in ``x``'s dtype."""
         raise NotImplementedError
 
     def random_now(self) -> bool:
@@ -160,20 +131,14 @@ class RotaryPositionEncoding(BasePositionEncoding):
 
     @property
     def draw_per_layer(self) -> bool:
-        """Whether every layer gets its own random draw now: each call of :meth:`angles`
-        draws afresh, so a caller that computes the angles of all layers up front must call
-        :meth:`angles` once per layer rather than share one result (DINOv3's RoPE in
-        training, ``train_draw='per_block'``). False for deterministic angles."""
+        """Whether each call of :meth:`angles` draws afresh, so layers must not share one."""
         return False
 
     def start_forward(self) -> None:
-        """Called once per forward of the model, before the angles of its first layer: an
-        encoding whose draw is shared by the layers of a forward makes it here."""
+        """Called once per forward, before the first layer's angles; a shared draw goes here."""
 
-    # ------------------------------------------------------------------ angles
     def cacheable(self) -> bool:
-        """The angles may come from the cache: no random draw, no autograd graph to build
-        (grad disabled, or no source that requires grad) and not tracing / compiling."""
+        """Whether the angles may come from the cache: no draw, no graph, no tracing."""
         if self.cache_size == 0 or self.random_now() or _no_cache_now():
             return False
         if torch.is_grad_enabled() and any(
@@ -187,16 +152,10 @@ class RotaryPositionEncoding(BasePositionEncoding):
 
     def angles(self, hw_shape: Sequence, layer_idx: int = 0, valid_hw: Optional[Tensor] = None,
                device=None) -> Tensor:
-        """Angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of the grid, float32 (bf16 for
-        ``DINOv3RoPE(rope_dtype='bf16')``).
+        """The angles ``(B or 1, heads or 1, H*W, head_dims/2)`` of the grid.
 
-        Computed with autocast off. In training with :attr:`draw_per_layer`, every call
-        makes a new random draw. Served from the cache when :meth:`cacheable` and the batch
-        has no padding (``valid_hw`` None); the key holds the grid, the layer, the device and
-        the data pointer and version counter of every :attr:`angle_sources` tensor, so any
-        in-place update through autograd-visible ops (optimizer steps, ``load_state_dict``,
-        ``copy_`` under ``no_grad``) or a move invalidates it. Edits through ``.data`` are
-        invisible to the version counter: call :meth:`clear_cache` after them.
+        They are computed with autocast off, and come from the eval cache when
+        :meth:`cacheable` and the batch is not padded. See docs/user_guides/rotary.md.
 
         Args:
             hw_shape (Sequence): (H, W) of the grid.
@@ -237,7 +196,6 @@ class RotaryPositionEncoding(BasePositionEncoding):
         self.clear_cache()
         return super()._apply(fn, *args, **kwargs)
 
-    # ------------------------------------------------------------------- hooks
     def transform_qk(self, q: Tensor, k: Tensor, hw_shape: Sequence,
                      layer_idx: int) -> Tuple[Tensor, Tensor]:
         """Rotate the patch queries and keys ``(B, heads, E + H*W, head_dims)``; the ``E``
@@ -257,7 +215,6 @@ class RotaryPositionEncoding(BasePositionEncoding):
 
 
 def log_uniform_(shape, bound: float, device=None, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Samples of ``exp(U[-log(bound), log(bound)])``, i.e. log-uniform in
-    ``[1/bound, bound]``, drawn and exponentiated in ``dtype`` (float32)."""
+    """Samples log-uniform in ``[1/bound, bound]``, drawn and exponentiated in ``dtype``."""
     b = math.log(bound)
     return torch.empty(shape, device=device, dtype=dtype).uniform_(-b, b).exp()

@@ -1,31 +1,4 @@
-"""SaPE2: 2D semantic-aware position encoding.
-
-`A 2D Semantic-Aware Position Encoding for Vision Transformers
-<https://arxiv.org/abs/2505.09466>`_ (Chen et al., 2025), Sec. 3 and the code of its Appendix D.
-The 2D encoding is two 1D encodings, along ``x`` (within a row) and ``y`` (within a column).
-Per axis and head, for the ``L`` patches of one line:
-
-1. gates ``g_ij = sigmoid(q_i . k_j / sqrt(d))`` between the patches ``i, j`` of the line
-   (Eq. 9; the ``1 / sqrt(d)`` is that of Appendix D, which gates the scaled logits);
-2. positions by a suffix sum of ``i``'s gates (Eq. 10): ``p_im = sum_{j: x_m <= x_j} g_ij``,
-   the sum of ``i``'s gates from ``m`` to the end of the line (Appendix D: flip, cumsum,
-   flip), clamped to ``M`` (Appendix D: ``npos_max - 1``); with every gate 1,
-   ``p_im = L - x_m + 1`` (1-based ``x``) whatever ``i`` is;
-3. learnable embeddings ``e[p]`` of the integer positions ``p = 0 .. M`` (Eq. 11), used the
-   efficient way (Eq. 13-14): ``z_i[p] = v_i . e[p]`` at the integers, then linear
-   interpolation at ``p_im``; ``v_i = q_i`` in Q mode (Eq. 12) and the patch's own key
-   ``v_i = k_i`` in K mode (``z~_ir = k_i . e[p_imr]``, Sec. 3);
-4. the SaPE2 vector of patch ``i`` is ``[z_i[p_im] for m in its line]`` (Eq. 12; length
-   ``W`` for ``x``, ``H`` for ``y``);
-5. the bias between any two patches ``i`` and ``n`` (not only of one line) is the distance of
-   their vectors, ``b_in = ||SaPE2[i] - SaPE2[n]||_2`` per axis (Eq. 15), and the attention
-   logit is ``q_i . k_n / sqrt(d) + b^x_in + b^y_in`` (Appendix D returns
-   ``pe_res_x + pe_res_y``, to be added to the attention logits). Eq. 16 writes
-   ``(q_i . k_n + b^x_in + b^y_in) / sqrt(d)``; ``scale_bias=True`` gives that placement.
-
-Beyond Appendix D (which reshapes with ``H = W = sqrt(N)`` and has no class token), any
-``H x W`` grid works and leading extra tokens get a zero bias.
-"""
+"""SaPE2: 2D semantic-aware position encoding. See docs/methods/sape2.md."""
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -42,12 +15,10 @@ def sape2_axis_positions(gates: torch.Tensor) -> torch.Tensor:
     """Positions from the gates of one axis (Eq. 10): suffix sums over the line.
 
     Args:
-        gates (Tensor): ``(..., L, L)``; ``gates[..., i, j]`` is the gate of the patch at
-            position ``i`` of a line (row or column) for the patch at position ``j``.
+        gates (Tensor): ``(..., L, L)``; ``gates[..., i, j]`` gates patch ``j`` for ``i``.
 
     Returns:
-        Tensor: ``(..., L, L)`` with ``p[..., i, m] = sum_{j >= m} gates[..., i, j]``
-        (not clamped).
+        Tensor: ``(..., L, L)``, ``p[..., i, m] = sum_{j >= m} gates[..., i, j]``, unclamped.
     """
     return gates.flip(-1).cumsum(-1).flip(-1)
 
@@ -60,13 +31,11 @@ def sape2_axis_vectors(q: torch.Tensor, k: torch.Tensor, pos_embed: torch.Tensor
         q (Tensor): Queries ``(..., L, d)``, one line (row or column) per leading index.
         k (Tensor): Keys of the same shape.
         pos_embed (Tensor): ``e``, ``(M + 1, d)``; positions are clamped to ``M``.
-        mode (str): ``'q'`` (``z_i = q_i . e``) or ``'k'`` (``z_i = k_i . e``).
-            Defaults to 'k'.
+        mode (str): ``'q'`` for ``z_i = q_i . e``, ``'k'`` for ``z_i = k_i . e``. Defaults to 'k'.
         scale (float): Multiplies ``q . k`` inside the gate sigmoid. Defaults to 1.
 
     Returns:
-        Tensor: ``s`` of shape ``(..., L, L)``; ``s[..., i, :]`` is the SaPE2 vector of
-        the patch at position ``i`` of the line, ``s[..., i, m] = z_i[p_im]``.
+        Tensor: ``(..., L, L)``; row ``i`` is the SaPE2 vector ``z_i[p_im]`` of patch ``i``.
     """
     if mode not in MODES:
         raise ValueError(f'mode must be one of {MODES}, got {mode!r}')
@@ -78,38 +47,25 @@ def sape2_axis_vectors(q: torch.Tensor, k: torch.Tensor, pos_embed: torch.Tensor
 
 @MODELS.register_module()
 class SaPE2(BasePositionEncoding):
-    """2D semantic-aware position encoding (`SaPE2
-    <https://arxiv.org/abs/2505.09466>`_) as an attention-logit bias.
+    """2D semantic-aware position encoding (`SaPE2 <https://arxiv.org/abs/2505.09466>`_).
 
-    Every encoder layer has its own integer-position embeddings ``e_x, e_y`` of shape
-    ``(max_pos + 1, head_dims)`` (Appendix D: one ``SaPE_unit`` per axis with a
-    ``(1, head_dim, npos_max)`` table broadcast over the heads); the gates and the Q/K
-    products are per head. The paper's best setting, SaPE2 (K) + APE (SaPE2 Table 2), is
-    ``pos_encoding=[dict(type='mmposenc.LearnableAbsolutePE'), dict(type='mmposenc.SaPE2')]``
-    in :class:`PEViT`.
+    It adds a bias to the attention logits. Each encoder layer has its own position embeddings
+    ``e_x, e_y``; gates and products are per head. See docs/methods/sape2.md.
 
     Args:
         embed_dims (int): Token channels.
         num_heads (int): Attention heads. Defaults to 1.
         num_layers (int): Encoder layers (one embedding pair each). Defaults to 1.
-        num_extra_tokens (int): Leading tokens; their bias rows/columns are 0.
+        num_extra_tokens (int): Leading tokens; their bias rows and columns are 0.
             Defaults to 0.
-        mode (str): Which vector of patch ``i`` meets the position embeddings:
-
-            - ``'k'``: its key, ``z_i[p] = k_i . e[p]`` (default; SaPE2 (K), the better
-              mode in SaPE2 Table 2: 93.98 vs 90.17 top-1 with APE on CIFAR-10);
-            - ``'q'``: its query, ``z_i[p] = q_i . e[p]`` (SaPE2 (Q), Eq. 12).
-
-        max_pos (int): ``M``: embeddings for the integer positions ``0 .. M`` (Appendix D's
-            ``npos_max = M + 1``); positions above ``M`` are clamped. A position is a sum
-            of at most ``L`` gates, ``L`` the line length, so ``M >= max(H, W)`` never
-            clamps. Defaults to 16.
-        scale_bias (bool): Where the bias enters the logits. False (default): added to the
-            scaled logits, ``q.k / sqrt(d) + b``, as Appendix D's module output is added to
-            the attention logits (the way CoPE, whose code Appendix D follows, adds its
-            term after the ``1 / sqrt(d)``). True: ``(q.k + b) / sqrt(d)``, Eq. 16.
+        mode (str): ``'k'`` uses the patch's key, ``z_i[p] = k_i . e[p]``; ``'q'`` its query
+            (Eq. 12). Defaults to 'k'.
+        max_pos (int): ``M``: embeddings of the integer positions ``0 .. M``. Larger
+            positions are clamped; ``M >= max(H, W)`` never clamps. Defaults to 16.
+        scale_bias (bool): False adds the bias to the scaled logits, ``q.k / sqrt(d) + b``.
+            True gives Eq. 16, ``(q.k + b) / sqrt(d)``. Defaults to False.
         init_cfg (dict, optional): Initialization config. Defaults to None (truncated
-            normal, std 0.02, as Appendix D).
+            normal, std 0.02).
 
     Examples:
         >>> import torch
@@ -146,8 +102,7 @@ class SaPE2(BasePositionEncoding):
 
     def sape2_vectors(self, q: torch.Tensor, k: torch.Tensor, hw_shape: Sequence[int],
                       layer_idx: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        """SaPE2 vectors of the patch tokens (Eq. 12), ``x``: ``(B, heads, H*W, W)`` and
-        ``y``: ``(B, heads, H*W, H)``, patches in row-major order."""
+        """The SaPE2 vectors ``x`` ``(B, heads, H*W, W)`` and ``y`` ``(B, heads, H*W, H)``."""
         self.check_grid(q, hw_shape)
         H, W = int(hw_shape[0]), int(hw_shape[1])
         B, h, _, d = q.shape
@@ -164,8 +119,7 @@ class SaPE2(BasePositionEncoding):
     def attn_bias(self, q: torch.Tensor, k: torch.Tensor, hw_shape: Sequence[int],
                   layer_idx: int) -> torch.Tensor:
         s_x, s_y = self.sape2_vectors(q, k, hw_shape, layer_idx)
-        # Eq. 15, both axes; exact differences (the matmul shortcut of cdist is off by
-        # ~1e-3 on the diagonal, where the distance must be 0)
+        # Eq. 15, both axes, with exact distances (docs/methods/sape2.md)
         exact = 'donot_use_mm_for_euclid_dist'
         bias = (torch.cdist(s_x, s_x, compute_mode=exact) +
                 torch.cdist(s_y, s_y, compute_mode=exact))
