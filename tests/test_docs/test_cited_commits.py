@@ -1,5 +1,5 @@
-"""Every commit id that the documentation cites as evidence (README.md, docs/ and the config
-READMEs the site renders) is a commit of this repository's history: ``git cat-file -e
+"""Every commit id that the documentation cites as evidence (README.md, docs/, and the config
+and study READMEs the site renders) is a commit of this repository's history: ``git cat-file -e
 <id>^{commit}`` succeeds. docs/reproductions.md once cited four commits of an unlanded branch
 (issue 21 item 9)."""
 import glob
@@ -40,7 +40,8 @@ def cited_commit_ids(text):
 
 def _documents():
     paths = [osp.join(REPO_ROOT, 'README.md')]
-    for pattern in ('docs/**/*.md', 'docs/**/*.rst', 'configs/**/README.md'):
+    for pattern in ('docs/**/*.md', 'docs/**/*.rst', 'configs/**/README.md',
+                    'projects/**/README.md'):
         paths += glob.glob(osp.join(REPO_ROOT, pattern), recursive=True)
     skip = (osp.join(REPO_ROOT, 'docs', '_build'), osp.join(REPO_ROOT, 'docs', '_generated'))
     return sorted(p for p in paths if not p.startswith(skip))

@@ -231,6 +231,10 @@ def test_pages_render_every_placeholder():
         if '_generated' not in path and '_build' not in path:
             with open(path, encoding='utf-8') as f:
                 pages[osp.relpath(path, DOCS)] = f.read()
+    # the studies' READMEs, which docs/reproductions.md includes
+    for path in glob.glob(osp.join(REPO_ROOT, 'projects', '*', 'README.md')):
+        with open(path, encoding='utf-8') as f:
+            pages[osp.relpath(path, REPO_ROOT)] = f.read()
     assert len(pages) > 30
     found = {name: check_docs_links.PLACEHOLDER.findall(_prose(text))
              for name, text in pages.items()}
