@@ -1,17 +1,5 @@
-"""The padding-exact mode: each image of a padded batch gets, on its own cells, what it gets
-alone (pure torch; imports no host).
-
-- :mod:`~.masks`: the padding masks and their arithmetic (:func:`cells_after_stride`, the
-  one ``ceil(size / stride)`` of the package; masks of feature maps, of convolutions);
-- :mod:`~.binding`: the image sizes a padding-exact backbone takes (``img_shapes``, or bound
-  around a host's call);
-- :mod:`~.switch`: the ``padding_exact`` switch of a model and its parts;
-- :mod:`~.ops`: the masked primitives (zeroed padding, GroupNorm over each image's cells, an
-  mmcv ``ConvModule``, resizes at each image's scale).
-
-The host-side parts (detectors, segmentors, heads, ``PaddingExactResNet``) are in
-:mod:`mmposenc.models.detectors.padding_exact`.
-"""
+"""The padding-exact mode, pure torch: each image of a padded batch gets, on its own cells,
+what it gets alone. Host-side parts are in :mod:`mmposenc.models.detectors.padding_exact`."""
 from .binding import backbone_image_shapes, bound_image_shapes, run_backbone
 from .masks import (as_bool_padding_mask, cells_after_stride, conv_padding_masks,
                     feature_padding_masks, masks_from_valid_shapes, measure_stride,

@@ -1,17 +1,6 @@
-"""Padding-exact backbones: the image sizes of a padded batch, given to the backbone.
+"""The image sizes of a padded batch, passed to or bound for a padding-exact backbone.
 
-A backbone in padding-exact mode gives every image of a padded batch, on the cells the image
-owns (``ceil(img / stride)`` per axis, :mod:`mmposenc.models.padding_exact.masks`), the same
-maps as the image alone. It needs the image sizes: the detectors and segmentors of mmposenc
-pass them as an argument, ``backbone(batch_inputs, img_shapes=...)``, to a backbone that
-declares ``takes_image_shapes`` (:func:`run_backbone`). A host's own ``extract_feat`` (mmdet's,
-mmseg's, mmpretrain's) calls ``backbone(batch_inputs)`` with nothing more; code that runs a host
-model with a padding-exact backbone binds the sizes around that call with
-:func:`backbone_image_shapes` instead. The binding is local to the running thread / asyncio
-task (:class:`~mmposenc.models.utils.call_state.CallState`) and keyed by the backbone module,
-so concurrent calls and other models do not see it. The backbone reads either with
-:func:`bound_image_shapes`. Neither (a plain ``backbone(x)``, ONNX export, a batch without
-padding): the backbone runs as stock.
+See docs/user_guides/padding_exact_eval.md for when to bind them around a host's call.
 
 Examples:
     >>> import torch
@@ -36,8 +25,7 @@ from ..utils.call_state import CallState
 
 Shape = Tuple[int, int]
 
-#: ``(img_h, img_w)`` of each image of the batch a backbone is running on, keyed by the
-#: backbone (bound around a host's ``backbone(batch_inputs)``).
+#: ``(img_h, img_w)`` per image of the batch a backbone runs on, keyed by the backbone.
 _IMAGE_SHAPES = CallState(
     'mmposenc_backbone_image_shapes',
     why="a host's extract_feat (mmdet, mmseg, mmpretrain) calls backbone(batch_inputs) with no "
@@ -52,13 +40,12 @@ def _as_shapes(img_shapes: Sequence[Sequence[int]]) -> Tuple[Shape, ...]:
 @contextmanager
 def backbone_image_shapes(backbone, img_shapes: Optional[Sequence[Sequence[int]]]
                           ) -> Iterator[None]:
-    """Bind the image sizes of the batch for ``backbone``'s calls within the context (for a
-    caller that cannot pass them: a host's ``extract_feat``).
+    """Bind the batch's image sizes for ``backbone``'s calls within the context.
 
     Args:
-        backbone (nn.Module): The backbone (the key: only its own forward reads them).
-        img_shapes (Sequence[Sequence[int]], optional): ``(img_h, img_w)`` per image, the
-            part of the batch input that is image (top-left). None binds nothing.
+        backbone (nn.Module): The backbone (only its own forward reads them).
+        img_shapes (Sequence[Sequence[int]], optional): ``(img_h, img_w)`` per image, or
+            None (binds nothing).
     """
     if img_shapes is None:
         yield
@@ -70,14 +57,12 @@ def backbone_image_shapes(backbone, img_shapes: Optional[Sequence[Sequence[int]]
 def bound_image_shapes(backbone, x: Tensor,
                        img_shapes: Optional[Sequence[Sequence[int]]] = None
                        ) -> Optional[List[Shape]]:
-    """The image sizes of ``backbone``'s running call on the batch input ``x``: ``img_shapes``
-    when given (the argument of the backbone's forward), else those bound by
-    :func:`backbone_image_shapes`; None when there are none, the export runs, or no image is
-    padded.
+    """The image sizes of ``backbone``'s call on ``x``: ``img_shapes``, else the bound ones.
+
+    None when there are none, during ONNX export, or when no image is padded.
 
     Raises:
-        ValueError: The sizes do not match ``x`` (another batch size, or an image larger than
-            the batch input).
+        ValueError: The sizes do not match ``x``'s batch size or spatial size.
     """
     shapes = (_IMAGE_SHAPES.get(backbone) if img_shapes is None else _as_shapes(img_shapes))
     if shapes is None or torch.onnx.is_in_onnx_export():
@@ -94,15 +79,12 @@ def bound_image_shapes(backbone, x: Tensor,
 
 def run_backbone(backbone: nn.Module, inputs: Tensor,
                  img_shapes: Optional[Sequence[Sequence[int]]]):
-    """``backbone(inputs)``, with ``img_shapes=`` when the backbone declares
-    ``takes_image_shapes`` (a padding-exact backbone) and sizes are given; a host backbone
-    is called as the host calls it.
+    """``backbone(inputs)``, passing ``img_shapes=`` if the backbone ``takes_image_shapes``.
 
     Args:
         backbone (nn.Module): The backbone.
         inputs (Tensor): (B, C, H, W) batch input.
-        img_shapes (Sequence[Sequence[int]], optional): ``(img_h, img_w)`` per image, or
-            None (no padded image).
+        img_shapes (Sequence[Sequence[int]], optional): ``(img_h, img_w)`` per image, or None.
 
     Returns:
         The backbone's output.

@@ -1,25 +1,6 @@
-"""Padding masks of the padding-exact mode and their arithmetic (pure torch).
+"""Padding masks of the padding-exact mode: an image owns ``ceil(img / stride)`` cells per axis.
 
-An image of ``img_h x img_w`` pixels alone gives a backbone feature map of
-``ceil(img_h / s) x ceil(img_w / s)`` tokens at stride ``s`` (ResNet's stride-2 convolutions with
-"same" padding, the extra stride-2 3x3 level of a ``ChannelMapper``, patch embeddings that pad the
-last partial patch). In a batch padded to ``H x W`` the same image occupies the top-left corner of
-a ``ceil(H / s) x ceil(W / s)`` map, and the tokens it owns are exactly the first
-``ceil(img_h / s)`` rows and ``ceil(img_w / s)`` columns: :func:`feature_padding_masks` marks the
-others as padding, whatever ``H``, ``W`` and the preprocessor's ``pad_size_divisor``.
-
-mmdet's DETR-family detectors instead nearest-interpolate the pixel mask to the feature size, which
-marks ``ceil(img_h * h / H)`` rows valid. That is the same count only when ``H`` is a multiple of
-``s``; otherwise an image can get one more "valid" row or column in a batch than alone (800 px at
-stride 32 padded to 810: 26 rows against 25), and attention, sine normalisation, CAPE and
-``valid_ratios`` all see one row of padding as image.
-
-The stride of each map is measured from its shape and the batch input shape where it is not
-given, so dilated backbones (DC5: stride 16 at C5) and extra levels (stride 64) are handled alike.
-Several strides can give a small map the same size (``ceil(98 / 14) == ceil(98 / 16) == 7``);
-the measurement then prefers the power of two, so strides that are not powers of two (ViT
-patches of 14) must be given (``strides`` of :func:`feature_padding_masks`, ``backbone_strides``
-/ ``encoder_strides`` of the detectors).
+Why not mmdet's interpolated masks: docs/user_guides/padding_exact_eval.md.
 
 Examples:
     >>> measure_stride((810, 1216), (26, 38))
@@ -39,17 +20,14 @@ Shape = Tuple[int, int]
 
 
 def cells_after_stride(size: int, stride: int) -> int:
-    """The cells an axis of ``size`` cells keeps after a stride-``stride`` layer that pads its
-    last partial window (``ceil(size / stride)``): what an image alone gets from a padded patch
-    embedding, a stride-2 "same" convolution or a ``ceil_mode`` pooling, and so the cells the
-    image owns in the map of a padded batch. The one place of this arithmetic in mmposenc.
+    """The cells an axis keeps after a stride that pads its last partial window (``ceil``).
 
     Args:
         size (int): Cells (or pixels) on the axis.
         stride (int): The layer's stride on the axis.
 
     Returns:
-        int: ``ceil(size / stride)``, in integers (exact for any size).
+        int: ``ceil(size / stride)``, in integers.
 
     Examples:
         >>> cells_after_stride(800, 32), cells_after_stride(810, 32), cells_after_stride(1, 4)
@@ -60,8 +38,7 @@ def cells_after_stride(size: int, stride: int) -> int:
 
 def strided_shapes(shapes: Sequence[Sequence[int]], stride: Union[int, Sequence[int]]
                    ) -> List[Shape]:
-    """:func:`cells_after_stride` of each ``(h, w)`` of ``shapes``: the valid ``(rows, cols)``
-    of each image after a layer of ``stride`` (an int or ``(s_h, s_w)``).
+    """The valid ``(rows, cols)`` of each ``(h, w)`` after ``stride`` (int or ``(s_h, s_w)``).
 
     Examples:
         >>> strided_shapes([(60, 90), (96, 96)], 4), strided_shapes([(7, 5)], (2, 1))
@@ -77,20 +54,15 @@ def _fits(stride: int, size: int, feat: int) -> bool:
 
 
 def _candidates(size: int, feat: int) -> Tuple[int, int]:
-    """The smallest stride with ``ceil(size / stride) <= feat`` and the smallest power of two
-    not below it (the two strides :func:`measure_stride` tries, in reverse order)."""
+    """The smallest stride with ``ceil(size / stride) <= feat`` and the next power of two."""
     lowest = cells_after_stride(size, feat)
     return lowest, 1 << (lowest - 1).bit_length()
 
 
 def measure_stride(input_shape: Sequence[int], feat_shape: Sequence[int]) -> Shape:
-    """The integer stride ``(s_h, s_w)`` with which a map of ``feat_shape`` cells was computed
-    from an input of ``input_shape`` pixels, assuming ``feat = ceil(input / s)``.
+    """The integer stride ``(s_h, s_w)`` with ``feat_shape == ceil(input_shape / s)``.
 
-    Several strides can give the same size (``ceil(96 / s) == 3`` for ``s`` in 32..47, and any
-    ``s >= H`` gives one cell). The choice: one stride for both axes if one fits both, the power
-    of two among the fitting strides if there is one (there is at most one: the fitting strides
-    span less than a factor of two when a map has at least two cells), else the smallest.
+    Of several fitting strides: one shared by both axes, else the power of two, else the smallest.
 
     Args:
         input_shape (Sequence[int]): ``(H, W)`` of the batch input (``batch_input_shape``).
@@ -100,9 +72,7 @@ def measure_stride(input_shape: Sequence[int], feat_shape: Sequence[int]) -> Sha
         tuple[int, int]: ``(s_h, s_w)``.
 
     Raises:
-        ValueError: If the map is larger than the input or no integer stride gives its size
-            (a backbone that rounds sizes down: its padded batch has cells that an image alone
-            does not have, and no exact mask exists).
+        ValueError: If the map is larger than the input or no integer stride gives its size.
 
     Examples:
         >>> measure_stride((800, 1199), (25, 38)), measure_stride((810, 1216), (13, 19))
@@ -114,8 +84,7 @@ def measure_stride(input_shape: Sequence[int], feat_shape: Sequence[int]) -> Sha
     if not (0 < h <= H and 0 < w <= W):
         raise ValueError(f'a feature map of {(h, w)} cells cannot come from an input of '
                          f'{(H, W)} pixels by an integer stride >= 1')
-    # the strides that fit an axis are an integer interval starting at ceil(size / feat): if
-    # the two intervals meet, the larger start fits both
+    # each axis's fitting strides start at ceil(size / feat): the larger start may fit both
     lowest = max(cells_after_stride(H, h), cells_after_stride(W, w))
     for s in (1 << (lowest - 1).bit_length(), lowest):  # the power of two first
         if _fits(s, H, h) and _fits(s, W, w):
@@ -138,12 +107,10 @@ def measure_stride(input_shape: Sequence[int], feat_shape: Sequence[int]) -> Sha
 def valid_feature_shapes(img_shapes: Sequence[Sequence[int]], input_shape: Sequence[int],
                          feat_shape: Sequence[int],
                          stride: Optional[Sequence[int]] = None) -> List[Shape]:
-    """``(ceil(img_h / s_h), ceil(img_w / s_w))`` of each image: the cells it owns in a map of
-    ``feat_shape`` computed from a batch input of ``input_shape``.
+    """The ``(rows, cols)`` each image owns in a map of ``feat_shape`` of the batch input.
 
     Args:
-        img_shapes (Sequence[Sequence[int]]): ``(img_h, img_w)`` of each image (its
-            ``img_shape`` metainfo: the part of the batch input that is image).
+        img_shapes (Sequence[Sequence[int]]): ``(img_h, img_w)`` of each image.
         input_shape (Sequence[int]): ``(H, W)`` of the batch input.
         feat_shape (Sequence[int]): ``(h, w)`` of the feature map.
         stride (Sequence[int], optional): ``(s_h, s_w)``; measured by :func:`measure_stride`
@@ -201,15 +168,11 @@ def feature_padding_masks(img_shapes: Sequence[Sequence[int]], input_shape: Sequ
         input_shape (Sequence[int]): ``(H, W)`` of the batch input (``batch_input_shape``).
         feat_shapes (Sequence[Sequence[int]]): ``(h, w)`` of each map.
         device (str | torch.device, optional): Device of the masks.
-        strides (Sequence[int | tuple[int, int] | None], optional): The stride of each map
-            where it is known; None (or a None entry) measures it (:func:`measure_stride`),
-            which can pick the wrong one of several strides that give a small map the same
-            size (a stride-14 map of at most 7 cells is also ``ceil(H / 16)``). Pass the
-            strides of backbones whose strides are not powers of two.
+        strides (Sequence[int | tuple[int, int] | None], optional): Each map's stride; None
+            measures it (:func:`measure_stride`). Pass strides that are not powers of two.
 
     Returns:
-        list[Tensor]: Bool (bs, h, w) per map, True where the image alone has no cell:
-        exactly ``ceil(img_h / s) x ceil(img_w / s)`` cells are False per image.
+        list[Tensor]: Bool (bs, h, w) per map, True where the image alone has no cell.
 
     Raises:
         ValueError: ``strides`` does not give one entry per map.
@@ -227,9 +190,7 @@ def feature_padding_masks(img_shapes: Sequence[Sequence[int]], input_shape: Sequ
 
 
 def as_bool_padding_mask(mask: Tensor, name: str = 'key_padding_mask') -> Tensor:
-    """A padding mask as bool (True = padded): the one rule of MaskedPEG, MultiLevelMaskedPEG
-    and MaskedChannelMapper. A mask of another dtype must hold only 0 and 1 (a uint8 mask's
-    ``~`` is 254 / 255, a float mask of weights is no mask): anything else is refused.
+    """A padding mask as bool (True = padded); a non-bool mask must hold only 0 and 1.
 
     Args:
         mask (Tensor): The mask, any shape.
@@ -250,16 +211,14 @@ def as_bool_padding_mask(mask: Tensor, name: str = 'key_padding_mask') -> Tensor
 
 
 def valid_shapes_of_masks(masks: Tensor) -> Tensor:
-    """Valid ``(rows, cols)`` of top-left-rectangle masks (bs, h, w) as a long (bs, 2) tensor
-    (counted along the first column and the first row, as mmdet's ``get_valid_ratio``)."""
+    """Valid ``(rows, cols)`` of top-left-rectangle masks (bs, h, w), a long (bs, 2) tensor."""
     return torch.stack([(~masks[:, :, 0]).sum(1), (~masks[:, 0, :]).sum(1)], 1)
 
 
 def conv_padding_masks(masks: Tensor, out_shape: Sequence[int], kernel_size: Sequence[int],
                        stride: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int] = (1, 1)) -> Tensor:
-    """Masks of the output of a convolution on masked maps: each image keeps the cells that
-    the same convolution gives on the image alone, ``(v + 2p - d(k - 1) - 1) // s + 1``.
+    """Masks of a convolution's output: the cells the convolution gives each image alone.
 
     Args:
         masks (Tensor): Bool (bs, h, w) input masks, True = padded (top-left rectangles).

@@ -1,12 +1,5 @@
-"""The masked primitives of the padding-exact mode (pure torch).
-
-Each computes, on every image's own cells of a padded batch (top-left rectangles, the
-complement of a bool padding mask, True = padded), what the same operation gives the image
-alone: :func:`zero_padding` (the zero padding a convolution reads beyond the image's border),
-:func:`masked_group_norm` (statistics over the image's cells), :func:`masked_conv_module` (an
-mmcv ``ConvModule``: convolution, norm, activation) and :func:`interpolate_valid` (a resize at
-the image's own scale).
-"""
+"""Masked primitives of the padding-exact mode: each gives every image's cells what it
+gets alone."""
 from typing import Optional, Sequence, Tuple
 
 import torch.nn.functional as F
@@ -16,8 +9,7 @@ from .masks import conv_padding_masks, valid_shapes_of_masks
 
 
 def zero_padding(x: Tensor, mask: Optional[Tensor], value: float = 0.) -> Tensor:
-    """``x`` (B, C, h, w) with the cells where ``mask`` (bool (B, h, w), True = padded) is
-    True set to ``value``; ``x`` itself when ``mask`` is None.
+    """``x`` (B, C, h, w) with padded cells (``mask`` True) set to ``value``; ``x`` if no mask.
 
     Examples:
         >>> import torch
@@ -36,12 +28,10 @@ def masked_group_norm(x: Tensor, norm: nn.GroupNorm, padding_mask: Tensor) -> Te
     Args:
         x (Tensor): Maps (bs, C, h, w).
         norm (nn.GroupNorm): Provides ``num_groups``, ``eps`` and the affine parameters.
-        padding_mask (Tensor): Bool (bs, h, w), True at padded positions; each image's valid
-            positions a top-left rectangle (as all padding masks of mmdet's detectors).
+        padding_mask (Tensor): Bool (bs, h, w), True at padded positions (top-left valid).
 
     Returns:
-        Tensor: (bs, C, h, w): on each image's valid rectangle, ``norm`` of that rectangle
-        alone (the same kernel on the same values); zero on the padding.
+        Tensor: (bs, C, h, w): ``norm`` of each image's valid rectangle; zero on padding.
 
     Examples:
         >>> import torch
@@ -61,24 +51,17 @@ def masked_group_norm(x: Tensor, norm: nn.GroupNorm, padding_mask: Tensor) -> Te
 
 def masked_conv_module(module: nn.Module, x: Tensor,
                        padding_mask: Tensor) -> Tuple[Tensor, Tensor]:
-    """An mmcv ``ConvModule`` (conv, norm, activation) on padded maps, each image's valid
-    cells computed as for the image alone.
+    """An mmcv ``ConvModule`` on padded maps, each image's cells computed as for it alone.
 
-    Padded cells are zeroed before a convolution wider than 1x1 (the zero padding the image
-    alone has), a GroupNorm takes each image's statistics over its valid cells alone
-    (:func:`masked_group_norm`), and the padded cells of the output are zero. The convolution
-    must zero-pad (see :class:`~mmposenc.models.necks.MaskedChannelMapper`, which refuses
-    others at construction).
+    The convolution must zero-pad; GroupNorm uses :func:`masked_group_norm`.
 
     Args:
         module (ConvModule): The conv module.
         x (Tensor): Maps (bs, C_in, h, w).
-        padding_mask (Tensor): Bool (bs, h, w), True at padded cells (top-left valid
-            rectangles).
+        padding_mask (Tensor): Bool (bs, h, w), True at padded cells.
 
     Returns:
-        tuple[Tensor, Tensor]: The output (bs, C_out, h', w') and its bool mask
-        (bs, h', w') (:func:`~mmposenc.models.padding_exact.conv_padding_masks`).
+        tuple[Tensor, Tensor]: The output (bs, C_out, h', w') and its bool mask (bs, h', w').
 
     Examples:
         >>> import torch
@@ -108,9 +91,7 @@ def masked_conv_module(module: nn.Module, x: Tensor,
 
 def interpolate_valid(x: Tensor, src_valid: Sequence[Sequence[int]],
                       dst_valid: Sequence[Sequence[int]], size: Sequence[int]) -> Tensor:
-    """Bilinear resize (``align_corners=False``) of each image's own cells of ``x`` to its own
-    cells of a map of ``size``, as the image alone resizes its map: the scale is the image's
-    (``src / dst`` cells), not the padded batch's, and the border is the image's own.
+    """Bilinear resize of each image's own cells of ``x`` to its own cells of a ``size`` map.
 
     Args:
         x (Tensor): Maps (bs, C, h, w).

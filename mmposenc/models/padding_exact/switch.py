@@ -1,11 +1,4 @@
-"""The switch of the padding-exact mode: one ``padding_exact`` per model and per part.
-
-Every part with a padding-exact mode (backbones, necks, heads) has a bool ``padding_exact``
-attribute that it reads at every call. A model's ``padding_exact`` (``model =
-dict(padding_exact=False)`` in a config) sets them all: :func:`switch_part_configs` before the
-parts are built, :func:`apply_model_switch` after. :func:`refuse_uncovered` is the one rule by
-which a backbone refuses, at construction, the settings its mode does not cover.
-"""
+"""The ``padding_exact`` switch of a model and of its parts (backbones, necks, heads)."""
 from typing import List, Optional, Sequence, Tuple
 
 from torch import nn
@@ -14,9 +7,6 @@ from torch import nn
 def refuse_uncovered(name: str, peg_cfg: dict, others: Sequence[Tuple[str, bool]] = ()
                      ) -> None:
     """Refuse the settings a backbone's padding-exact mode does not cover.
-
-    Every PEG backbone's mode covers one zero-padded, stride-1 PEG layer per position; the
-    backbone adds its own settings in ``others``.
 
     Args:
         name (str): The backbone's class name, for the message.
@@ -43,25 +33,20 @@ def refuse_uncovered(name: str, peg_cfg: dict, others: Sequence[Tuple[str, bool]
 
 
 def padding_exact_parts(model: nn.Module) -> List[Tuple[str, nn.Module]]:
-    """The parts of ``model`` with a padding-exact switch: ``(name, module)`` of every module
-    with a bool ``padding_exact`` attribute (backbones, necks, heads; each reads it at every
-    call), the model itself excluded."""
+    """``(name, module)`` of every submodule with a bool ``padding_exact`` attribute."""
     return [(name, m) for name, m in model.named_modules()
             if m is not model and isinstance(getattr(m, 'padding_exact', None), bool)]
 
 
 def switch_part_configs(kwargs: dict, padding_exact: Optional[bool]) -> dict:
-    """The model's one switch applied to its parts' configs before they are built: every
-    part config (a dict argument, e.g. ``backbone``) that writes ``padding_exact`` gets the
-    model's value (a part is built for its mode: a padding-exact ResNet registers its masking
-    hooks, a transformer refuses what its mode does not cover). None changes nothing.
+    """The model's switch set in every part config that writes ``padding_exact``, pre-build.
 
     Args:
         kwargs (dict): The model's keyword arguments.
-        padding_exact (bool, optional): The model's switch.
+        padding_exact (bool, optional): The model's switch; None changes nothing.
 
     Returns:
-        dict: ``kwargs``, the part configs that write ``padding_exact`` copied with it set.
+        dict: ``kwargs`` with those part configs copied and set.
     """
     if padding_exact is None:
         return kwargs
@@ -75,16 +60,12 @@ def switch_part_configs(kwargs: dict, padding_exact: Optional[bool]) -> dict:
 
 
 def apply_model_switch(model: nn.Module, padding_exact: Optional[bool]) -> None:
-    """A model's one switch (``model = dict(padding_exact=False)`` in a config) applied to
-    its parts once they are built.
+    """The model's switch applied to its built parts.
 
     Args:
         model (nn.Module): The built model.
-        padding_exact (bool, optional): None leaves each part as its config sets it; False
-            turns every part off (each is then the host's module); True checks that every
-            part is on (a part is built for its mode: its masking is set up, and what it does
-            not cover refused, when it is built; :func:`switch_part_configs` turned on those
-            whose configs write ``padding_exact``).
+        padding_exact (bool, optional): None leaves the parts; False turns all off; True
+            checks all are on (a part is built for its mode).
 
     Raises:
         ValueError: True and some part was built with ``padding_exact=False``.
