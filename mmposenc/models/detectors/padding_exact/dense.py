@@ -1,29 +1,5 @@
-"""RetinaNet and Mask R-CNN in padding-exact mode (issue 20, item 2).
-
-With a padding-exact backbone (``PVTPEG`` / ``SwinPEG`` / ``CPVT`` with ``padding_exact=True``,
-``mmposenc.PaddingExactResNet``), each image of a padded batch gets what it gets alone when the
-rest of the detector keeps to the image's own cells (``ceil(img / stride)`` per level) too:
-
-- :class:`MaskedFPN`: mmdet's ``FPN`` (same arguments and state dict) with the padded cells
-  zeroed before every convolution wider than 1x1 (the 3x3 output convolutions, the stride-2
-  extra levels), GroupNorm if any over each image's cells, padded output cells zero. The
-  nearest top-down upsampling needs nothing: from ``n`` to ``2n`` or ``2n - 1`` cells a valid
-  cell reads the same coarse cell in the batch and alone;
-- :class:`PaddingExactDenseHeadMixin` (``PaddingExactRetinaHead``, ``PaddingExactRPNHead``):
-  padded cells zeroed before every convolution wider than 1x1 of the head, and each image's
-  boxes decoded from the anchors of its own cells only (the image's maps cropped to its cells
-  before ``predict_by_feat``: no anchor over padding enters the top-k, the NMS or the
-  proposals);
-- :class:`PaddingExactMaskRCNN`: RoIAlign reads, at an image's right / bottom border, the cell
-  beyond it (bilinear weights up to 0.5); alone that read is clamped to the border cell, so
-  the RoI heads get each image's maps edge-replicated into the padding;
-- :class:`PaddingExactRetinaNet` / :class:`PaddingExactMaskRCNN`: bind the image sizes for the
-  backbone and pass the neck its masks
-  (:class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`).
-
-Nothing bound (no padded image, ONNX export): mmdet's computation. Training runs the same masked
-forward (anchors over padding stay in the loss as mmdet assigns them).
-"""
+"""RetinaNet and Mask R-CNN in padding-exact mode (see
+``docs/user_guides/padding_exact_eval.md``)."""
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -56,15 +32,11 @@ _LEVEL_MASK = CallState(
 
 @MODELS.register_module()
 class MaskedFPN(FPN):
-    """mmdet's :class:`~mmdet.models.necks.FPN` whose outputs on an image's own cells do not
-    depend on the other images of a padded batch (see the module doc). Same arguments and
-    state dict; ``forward`` also takes the backbone maps' padding masks (passed by
-    :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`); without them it is
-    mmdet's.
+    """mmdet's :class:`~mmdet.models.necks.FPN` that also takes the inputs' padding masks and
+    keeps each image's cells independent of the batch (same state dict).
 
     Args:
-        padding_exact (bool): Take the padding masks (False: mmdet's FPN, also with the
-            model's ``padding_exact=False``). Defaults to True.
+        padding_exact (bool): Take the padding masks (False: mmdet's FPN). Defaults to True.
         *args, **kwargs: Those of mmdet's ``FPN``.
 
     Examples:
@@ -82,8 +54,7 @@ class MaskedFPN(FPN):
 
     @property
     def takes_padding_masks(self) -> bool:
-        """PaddingExactMixin passes the backbone maps' padding masks to necks that declare
-        this: ``padding_exact``."""
+        """Whether the neck takes padding masks: ``padding_exact``."""
         return self.padding_exact
 
     def forward(self, inputs: Tuple[Tensor],
@@ -139,11 +110,8 @@ class MaskedFPN(FPN):
 
 
 class PaddingExactDenseHeadMixin:
-    """An mmdet dense head (no norm layers) giving each image of a padded batch what it gives
-    the image alone (see the module doc): the image sizes are bound around ``predict`` /
-    ``loss`` / ``loss_and_predict``; ``forward`` zeroes the padded cells before every
-    convolution wider than 1x1 (forward pre-hooks, reading the running level's mask);
-    ``predict_by_feat`` decodes each image from its own cells.
+    """Mixin making an mmdet dense head (no norm layers) padding-exact: padding zeroed before
+    wider-than-1x1 convolutions, each image decoded from its own cells.
 
     Args:
         padding_exact (bool): False runs mmdet's head as it is. Defaults to True.
@@ -197,9 +165,7 @@ class PaddingExactDenseHeadMixin:
     def predict_by_feat(self, cls_scores: List[Tensor], bbox_preds: List[Tensor],
                         score_factors: Optional[List[Tensor]] = None,
                         batch_img_metas: Optional[List[dict]] = None, **kwargs):
-        """mmdet's ``predict_by_feat`` on each image's own cells (the maps cropped to them:
-        the anchors of those cells only), one image at a time, its sorts breaking ties by
-        index (:class:`~mmposenc.models.utils.StableSort`)."""
+        """mmdet's ``predict_by_feat`` per image on its own cells, with stable sorts."""
         shapes = _HEAD_SHAPES.get(self)
         if shapes is None:
             return super().predict_by_feat(cls_scores, bbox_preds, score_factors,
@@ -242,9 +208,7 @@ class PaddingExactRPNHead(PaddingExactDenseHeadMixin, RPNHead):
 
 @MODELS.register_module()
 class PaddingExactRetinaNet(PaddingExactMixin, RetinaNet):
-    """mmdet's :class:`~mmdet.models.detectors.RetinaNet` binding the image sizes for a
-    padding-exact backbone and passing :class:`MaskedFPN` its masks (arguments and state dict
-    are mmdet's). Exact end to end with :class:`PaddingExactRetinaHead`.
+    """mmdet's :class:`~mmdet.models.detectors.RetinaNet` in padding-exact mode (same state dict).
 
     Examples:
         >>> # in a config inheriting a RetinaNet config of configs/pvt_peg
@@ -257,9 +221,7 @@ class PaddingExactRetinaNet(PaddingExactMixin, RetinaNet):
 
 def edge_padded(feats: Sequence[Tensor], img_shapes: Sequence[Sequence[int]],
                 strides: Sequence[int]) -> List[Tensor]:
-    """Each image's own cells of each map (``ceil(img / stride)``) edge-replicated into the
-    padding: RoIAlign's bilinear read beyond the image's border then equals the clamped read
-    of the image alone."""
+    """Each map with each image's own cells edge-replicated into its padding (for RoIAlign)."""
     out = []
     for feat, stride in zip(feats, strides):
         H, W = feat.shape[-2:]
@@ -274,15 +236,11 @@ def edge_padded(feats: Sequence[Tensor], img_shapes: Sequence[Sequence[int]],
 
 @MODELS.register_module()
 class PaddingExactMaskRCNN(PaddingExactMixin, MaskRCNN):
-    """mmdet's :class:`~mmdet.models.detectors.MaskRCNN` exact on padded batches with a
-    padding-exact backbone, :class:`MaskedFPN` and :class:`PaddingExactRPNHead`: the image
-    sizes bound for the backbone, the FPN's masks passed, and the RoI heads reading each
-    image's maps edge-replicated into the padding (:func:`edge_padded`; arguments and state
-    dict are mmdet's).
+    """mmdet's :class:`~mmdet.models.detectors.MaskRCNN` in padding-exact mode (same state dict).
 
     Args:
-        edge_pad_rois (bool): Edge-replicate the maps for the RoI heads on padded batches
-            (off with the model's ``padding_exact=False``). Defaults to True.
+        edge_pad_rois (bool): Edge-replicate the maps for the RoI heads on padded batches.
+            Defaults to True.
         *args, **kwargs: Those of mmdet's ``MaskRCNN`` and
             :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`.
 
@@ -302,8 +260,7 @@ class PaddingExactMaskRCNN(PaddingExactMixin, MaskRCNN):
 
     def predict(self, batch_inputs: Tensor, batch_data_samples: SampleList,
                 rescale: bool = True) -> SampleList:
-        """mmdet's ``predict``; on a padded batch the RoI heads read :func:`edge_padded`
-        maps."""
+        """mmdet's ``predict``, the RoI heads reading :func:`edge_padded` maps."""
         with self._samples_for_neck(batch_data_samples):
             x = self.extract_feat(batch_inputs)
         if batch_data_samples[0].get('proposals', None) is None:

@@ -1,21 +1,5 @@
-"""mmdet's and mmseg's models in padding-exact mode: the image sizes of a padded batch given to
-a padding-exact backbone (issue 20).
-
-A backbone in padding-exact mode (``mmposenc.PaddingExactResNet``, ``PVTPEG`` / ``SwinPEG`` /
-``CPVT`` with ``padding_exact=True``) needs each image's ``img_shape``, which the hosts'
-``backbone(batch_inputs)`` does not pass. mmposenc's DETR family passes them in
-:class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`; the classes here do the
-same for the other hosts mmposenc ships configs for (same arguments and state dict as the
-host class; with no padded image, or no padding-exact backbone, they are the host):
-
-- :class:`PaddingExactMask2Former`: mmdet's ``Mask2Former`` (instance / panoptic);
-- :class:`PaddingExactEncoderDecoder`: mmseg's ``EncoderDecoder`` (``loss`` and whole
-  inference; slide inference runs on crops that are image, and binds nothing).
-
-With :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMask2FormerHead` /
-``PaddingExactSegMask2FormerHead`` the whole Mask2Former gives an image the same masks and
-scores alone and in a padded batch.
-"""
+"""mmdet's Mask2Former and mmseg's EncoderDecoder passing the image sizes to a padding-exact
+backbone."""
 from contextlib import contextmanager
 from typing import Iterator, List, Optional, Sequence
 
@@ -30,7 +14,7 @@ from mmposenc.models.utils.call_state import CallState
 from mmposenc.registry import MODELS
 from .mixin import PaddingExactMixin, run_neck
 
-#: The image shapes of each segmentor's running ``loss`` / whole inference (thread / task local).
+#: The image shapes of each segmentor's running call (thread / task local).
 _SEG_SHAPES = CallState(
     'mmposenc_segmentor_img_shapes',
     why="mmseg's EncoderDecoder.loss / whole_inference / _forward call "
@@ -39,9 +23,8 @@ _SEG_SHAPES = CallState(
 
 @MODELS.register_module()
 class PaddingExactMask2Former(PaddingExactMixin, Mask2Former):
-    """mmdet's :class:`~mmdet.models.detectors.Mask2Former` in padding-exact mode: each
-    image's ``img_shape`` given to a padding-exact backbone (:class:`PaddingExactMixin`;
-    arguments and state dict are mmdet's).
+    """mmdet's :class:`~mmdet.models.detectors.Mask2Former` in padding-exact mode (same state
+    dict).
 
     Examples:
         >>> # in a config inheriting mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco.py
@@ -71,9 +54,8 @@ if EncoderDecoder is not None:
 
     @MODELS.register_module()
     class PaddingExactEncoderDecoder(EncoderDecoder):
-        """mmseg's :class:`~mmseg.models.segmentors.EncoderDecoder` in padding-exact mode: each
-        image's ``img_shape`` given to a padding-exact backbone in ``loss`` and in whole
-        inference (arguments and state dict are mmseg's).
+        """mmseg's :class:`~mmseg.models.segmentors.EncoderDecoder` in padding-exact mode (same
+        state dict; slide inference binds nothing).
 
         Examples:
             >>> # in a config inheriting an mmseg segmentation config
@@ -82,10 +64,7 @@ if EncoderDecoder is not None:
 
         Args:
             padding_exact (bool, optional): The model's one switch (False / True turns
-                every part's ``padding_exact`` off / on; see
-                :func:`~mmposenc.models.padding_exact.switch_part_configs` and
-                :func:`~mmposenc.models.padding_exact.apply_model_switch`). Defaults to
-                None (each part as configured).
+                every part's ``padding_exact`` off / on). Defaults to None (as configured).
             *args, **kwargs: mmseg's ``EncoderDecoder`` arguments.
         """
 
@@ -104,9 +83,7 @@ if EncoderDecoder is not None:
                 yield
 
         def extract_feat(self, inputs: Tensor) -> List[Tensor]:
-            """Backbone (a padding-exact one given the image sizes of the running call), then
-            neck (a part that declares ``takes_padding_masks``, e.g. ``SimplePyramid`` in
-            ``neck=[...]``, gets the padding masks of its inputs: :func:`~.mixin.run_neck`)."""
+            """Backbone then neck, given the image sizes and padding masks where they take them."""
             shapes = _SEG_SHAPES.get(self)
             x = run_backbone(self.backbone, inputs, shapes)
             if not self.with_neck:
@@ -134,12 +111,9 @@ if EncoderDecoder is not None:
 
     @MODELS.register_module()
     class BatchPaddingSegDataPreprocessor(SegDataPreProcessor):
-        """mmseg's :class:`~mmseg.models.data_preprocessor.SegDataPreProcessor` that also
-        batches test images of different sizes: with a ``test_cfg`` (``size`` or
-        ``size_divisor``) each image is padded at the bottom / right to the common size, its
-        ``img_padding_size`` and ``pad_shape`` recorded (mmseg's ``postprocess_result`` crops
-        each back), where mmseg's refuses a batch of different sizes. Same arguments; images
-        of one size and training batches are mmseg's.
+        """mmseg's :class:`~mmseg.models.data_preprocessor.SegDataPreProcessor` that also pads
+        test images of different sizes to one batch (given ``test_cfg`` ``size`` or
+        ``size_divisor``), recording each image's padding.
 
         Examples:
             >>> model = dict(data_preprocessor=dict(
@@ -154,8 +128,7 @@ if EncoderDecoder is not None:
                 return super().forward(data, training)
             data = self.cast_data(data)
             inputs, data_samples = data['inputs'], data.get('data_samples', None)
-            # mmseg 1.2 names it channel_conversion; onedl-mmsegmentation 1.4 (an
-            # ImgDataPreprocessor there) _channel_conversion
+            # mmseg 1.2: channel_conversion; onedl-mmsegmentation 1.4: _channel_conversion
             convert = getattr(self, 'channel_conversion',
                               getattr(self, '_channel_conversion', False))
             if convert and inputs[0].size(0) == 3:

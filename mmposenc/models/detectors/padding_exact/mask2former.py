@@ -1,16 +1,4 @@
-"""The padding-exact mode of Mask2Former's heads (mmdet and mmseg).
-
-mmdet's and mmseg's ``Mask2FormerHead`` call ``self.pixel_decoder(x)`` with no image shapes, so
-a pixel decoder that can mask padding (one with ``image_shapes``, e.g.
-:class:`~mmposenc.models.detectors.PEGMSDeformAttnPixelDecoder`) would see a padded batch as
-image. :class:`PixelDecoderShapesMixin` hands it each image's ``img_shape``, and in
-padding-exact mode runs the rest of the head on each image's own cells too
-(:data:`EXACT_STEPS`). :class:`PaddingExactMask2FormerHead` (mmdet) and
-:class:`PaddingExactSegMask2FormerHead` (mmseg) are the hosts' heads with it; with a
-padding-exact backbone an image gets the same masks and scores alone and in any padded batch.
-Their former names ``PaddingAwareMask2FormerHead`` / ``PaddingAwareSegMask2FormerHead`` stay
-registered (the shipped configs and older ones use them).
-"""
+"""The padding-exact mode of Mask2Former's heads (mmdet and mmseg)."""
 from typing import List, Sequence, Tuple
 
 import torch
@@ -22,34 +10,17 @@ from mmposenc.models.padding_exact.masks import valid_feature_shapes, valid_shap
 from mmposenc.models.padding_exact.ops import interpolate_valid
 from mmposenc.registry import MODELS
 
-#: The steps that make Mask2Former exact on a padded batch, beyond the encoder's masks (each can
-#: be left out, ``_exact_steps`` of the pixel decoder and the head, to show it is needed): the
-#: pixel decoder's FPN on each image's own cells (``'fpn'``: GroupNorm over them, the coarser
-#: level resized at the image's scale, zeros around the 3x3 convolutions); the transformer
-#: decoder's level positions normalised over each image's cells (``'key_pos'``); padded cells
-#: never attended, the empty-mask rule over the image's cells (``'key_mask'``); each image's
-#: attention masks and final mask logits resized from its own cells at its own scale
-#: (``'attn_mask_resize'``, ``'mask_resize'``).
+#: The masking steps of the exact mode (tests leave one out; see padding_exact_eval.md).
 EXACT_STEPS = frozenset({'fpn', 'key_pos', 'key_mask', 'attn_mask_resize', 'mask_resize'})
 
 
 class PixelDecoderShapesMixin:
-    """The padding-exact mode of a Mask2Former head: hands each image's ``img_shape`` to a
-    pixel decoder that can mask padding (one with ``image_shapes``, e.g.
-    :class:`~mmposenc.models.detectors.PEGMSDeformAttnPixelDecoder`) for the head's
-    ``forward``; other pixel decoders run as the host calls them.
-
-    With ``padding_exact=True`` (default) and such a pixel decoder, the rest of the head gives
-    each image of a padded batch what it gives the image alone, too (:meth:`exact_forward`,
-    :meth:`upsample_mask_preds`): the transformer decoder's level positions are normalised
-    over each image's own cells, its masked attention never attends to padded cells (and a
-    query whose mask covers none of the image's cells attends to all of them, as alone), the
-    attention masks are each image's own mask cells resized to its own cells of the level, and
-    the final mask logits are each image's own cells resized to its ``img_shape``.
-    ``padding_exact=False``: only the pixel decoder masks the padding.
+    """Mixin giving a Mask2Former head the image sizes for its pixel decoder and, in
+    padding-exact mode, running the rest of the head on each image's own cells.
 
     Args:
-        padding_exact (bool): See above. Defaults to True.
+        padding_exact (bool): Run the head exactly (False: only the pixel decoder masks the
+            padding). Defaults to True.
     """
 
     _exact_steps = EXACT_STEPS
@@ -76,12 +47,10 @@ class PixelDecoderShapesMixin:
         Args:
             x (Sequence[Tensor]): Backbone maps, finest first.
             masks (list[Tensor]): Bool (bs, h, w) padding masks of ``x`` (True = padded).
-            img_shapes (Sequence[Sequence[int]]): ``(h, w)`` of each image, passed to the
-                pixel decoder.
+            img_shapes (Sequence[Sequence[int]]): ``(h, w)`` of each image.
 
         Returns:
-            tuple[list[Tensor]]: Class logits and mask logits of every decoder layer, as
-            mmdet's (the mask logits are zero on padded cells).
+            tuple[list[Tensor]]: Class and mask logits of every decoder layer, as mmdet's.
         """
         batch_size = x[0].shape[0]
         mask_features, memorys = self.pixel_decoder(x, img_shapes=img_shapes)
@@ -93,7 +62,6 @@ class PixelDecoderShapesMixin:
         for i in range(num_levels):
             key = self.decoder_input_projs[i](memorys[i]).flatten(2).permute(0, 2, 1)
             keys.append(key + self.level_embed.weight[i].view(1, 1, -1))
-            # the sine normalised over each image's own cells
             pos_mask = level_masks[i] if 'key_pos' in self._exact_steps else torch.zeros_like(
                 level_masks[i])
             key_pos.append(self.decoder_positional_encoding(pos_mask).flatten(2).permute(0, 2, 1))
@@ -136,8 +104,7 @@ class PixelDecoderShapesMixin:
         Returns:
             tuple[Tensor]: ``cls_pred`` (bs, num_queries, cls_out_channels), ``mask_pred``
             (bs, num_queries, h, w) and the cross-attention mask (bs * num_heads,
-            num_queries, h_l * w_l), True = not attended: padded cells always; an image's
-            cells where its resized mask is below 0.5, unless that is all of them.
+            num_queries, h_l * w_l), True = not attended.
         """
         decoder_out = self.transformer_decoder.post_norm(decoder_out)
         cls_pred = self.cls_embed(decoder_out)
@@ -161,10 +128,7 @@ class PixelDecoderShapesMixin:
 
     def upsample_mask_preds(self, mask_preds: Tensor, img_shapes: Sequence[Sequence[int]],
                             size: Sequence[int]) -> Tensor:
-        """The final mask logits resized to the batch input, as mmdet / mmseg do, but each
-        image's own cells resized to its ``img_shape`` (the scale of the image alone), zeros
-        around; the host's single resize when ``padding_exact`` is False or no image is
-        smaller than ``size``.
+        """Final mask logits resized to ``size``, each image's own cells to its ``img_shape``.
 
         Args:
             mask_preds (Tensor): (bs, num_queries, h, w) at the pixel decoder's finest stride.
@@ -187,10 +151,8 @@ class PixelDecoderShapesMixin:
 
 @MODELS.register_module(name=['PaddingExactMask2FormerHead', 'PaddingAwareMask2FormerHead'])
 class PaddingExactMask2FormerHead(PixelDecoderShapesMixin, Mask2FormerHead):
-    """mmdet's :class:`~mmdet.models.dense_heads.Mask2FormerHead` in padding-exact mode: its
-    pixel decoder masks the padding of each image (with
-    :class:`~mmposenc.models.detectors.PEGMSDeformAttnPixelDecoder`; arguments and state dict
-    are mmdet's). Also registered as ``PaddingAwareMask2FormerHead``, its former name.
+    """mmdet's :class:`~mmdet.models.dense_heads.Mask2FormerHead` in padding-exact mode (also
+    registered as ``PaddingAwareMask2FormerHead``).
 
     Examples:
         >>> # in a config inheriting mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco.py
@@ -217,11 +179,8 @@ if SegMask2FormerHead is not None:
     @MODELS.register_module(
         name=['PaddingExactSegMask2FormerHead', 'PaddingAwareSegMask2FormerHead'])
     class PaddingExactSegMask2FormerHead(PixelDecoderShapesMixin, SegMask2FormerHead):
-        """mmseg's :class:`~mmseg.models.decode_heads.Mask2FormerHead` in padding-exact mode:
-        its pixel decoder masks the padding of each image (with
-        :class:`~mmposenc.models.detectors.PEGMSDeformAttnPixelDecoder`; arguments and state
-        dict are mmseg's). Also registered as ``PaddingAwareSegMask2FormerHead``, its former
-        name.
+        """mmseg's :class:`~mmseg.models.decode_heads.Mask2FormerHead` in padding-exact mode
+        (also registered as ``PaddingAwareSegMask2FormerHead``).
 
         Examples:
             >>> # in a config inheriting
@@ -231,8 +190,7 @@ if SegMask2FormerHead is not None:
 
         def predict(self, x: Tuple[Tensor], batch_img_metas: List[dict],
                     test_cfg) -> Tensor:
-            """mmseg's ``predict``, the mask logits resized by :meth:`upsample_mask_preds`
-            (to ``pad_shape`` if given, else ``img_shape``, as mmseg)."""
+            """mmseg's ``predict``, the mask logits resized by :meth:`upsample_mask_preds`."""
             from mmseg.structures import SegDataSample
             all_cls_scores, all_mask_preds = self(
                 x, [SegDataSample(metainfo=m) for m in batch_img_metas])

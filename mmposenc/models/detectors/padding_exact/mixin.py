@@ -1,29 +1,4 @@
-"""The padding-exact mode of mmdet's detectors: one mixin for all of them.
-
-mmdet's DETR, Deformable-DETR, Conditional-DETR, DAB-DETR and DINO build the feature-level
-padding mask by nearest-interpolating the pixel mask of the padded batch, which marks one row or
-column of padding as image whenever the batch size is not a multiple of the stride (see
-:mod:`mmposenc.models.padding_exact.masks`). :class:`PaddingExactMixin` gives a detector
-
-- :meth:`~PaddingExactMixin.feature_padding_masks`: the exact masks of any feature maps
-  (``ceil(img / stride)`` valid cells per image, stride given by ``backbone_strides`` /
-  ``encoder_strides`` or measured per map), or None exactly when mmdet would build none (ONNX
-  export, or no image of the batch padded);
-- :meth:`~PaddingExactMixin.extract_feat`: the backbone (a padding-exact one given the image
-  sizes, ``img_shapes``), then the neck with the masks of the
-  backbone maps when the neck declares ``takes_padding_masks`` (e.g.
-  :class:`~mmposenc.models.necks.MaskedChannelMapper`; in a list ``neck=[...]`` each part
-  that declares it, with the masks of its own inputs), else the neck as mmdet calls it. In
-  ``loss`` / ``predict`` / ``_forward`` the data samples reach it without any change to the
-  host's methods (they are wrapped, so subclasses such as DINO keep their own).
-
-A detector then builds its masks in ``pre_transformer`` with ``feature_padding_masks`` instead of
-the interpolation. Put the mixin before the mmdet class::
-
-    class PEGDINO(PaddingExactMixin, DINO): ...
-
-(``ExactPaddingMixin`` is the same class under its former name.)
-"""
+"""The padding-exact mode of mmdet's detectors, one mixin for all of them."""
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
@@ -35,8 +10,7 @@ from mmposenc.models.padding_exact.masks import feature_padding_masks
 from mmposenc.models.padding_exact.switch import apply_model_switch, switch_part_configs
 from mmposenc.models.utils.call_state import CallState
 
-#: The data samples of the running ``loss`` / ``predict`` / ``_forward`` call of each detector
-#: (local to the thread / asyncio task: concurrent calls on one model do not see each other's).
+#: The data samples of each detector's running call (thread / task local).
 _CALL_SAMPLES = CallState(
     'mmposenc_padding_data_samples',
     why="mmdet's detectors' loss / predict / _forward call self.extract_feat(batch_inputs) "
@@ -44,8 +18,7 @@ _CALL_SAMPLES = CallState(
 
 
 def padded_batch(batch_data_samples: OptSampleList) -> bool:
-    """mmdet's rule for building masks at all: some image is smaller than the batch input
-    (and no ONNX export is running)."""
+    """Whether mmdet builds masks: some image is smaller than the batch input, no ONNX export."""
     if batch_data_samples is None or torch.onnx.is_in_onnx_export():
         return False
     input_h, input_w = batch_data_samples[0].batch_input_shape
@@ -57,17 +30,14 @@ def run_neck(neck: nn.Module, feats: Sequence[Tensor],
              padding_masks_of: Callable[[Sequence[Tensor], Optional[Sequence]],
                                         Optional[List[Tensor]]],
              backbone_strides: Optional[Sequence] = None):
-    """``neck(feats)``, a neck that declares ``takes_padding_masks`` given the padding masks
-    of its inputs; in a list ``neck=[...]`` (an ``nn.Sequential``, e.g. ``SimplePyramid`` then
-    an FPN) each part that declares it gets the masks of its own inputs.
+    """Run ``neck(feats)``, giving each part with ``takes_padding_masks`` its inputs' masks.
 
     Args:
         neck (nn.Module): The neck.
         feats (Sequence[Tensor]): The backbone's maps.
-        padding_masks_of (callable): ``(maps, strides) -> masks or None`` (None: no padded
-            image), e.g. :func:`~mmposenc.models.padding_exact.feature_padding_masks` of the batch.
-        backbone_strides (Sequence, optional): The strides of the backbone's maps (later
-            parts' inputs are measured). Defaults to None (measured).
+        padding_masks_of (callable): ``(maps, strides) -> masks or None``.
+        backbone_strides (Sequence, optional): The backbone maps' strides. Defaults to None
+            (measured).
 
     Returns:
         The neck's output.
@@ -86,27 +56,17 @@ def run_neck(neck: nn.Module, feats: Sequence[Tensor],
 
 
 class PaddingExactMixin:
-    """The padding-exact mode of an mmdet detector: exact feature-level padding masks, the
-    image sizes for a padding-exact backbone and the masks for a padding-exact neck (see the
-    module doc).
+    """Mixin giving an mmdet detector exact padding masks and padding-exact backbone / neck
+    inputs; put it before the mmdet class.
 
     Args:
         backbone_strides (Sequence[int | tuple[int, int]], optional): Strides of the
-            backbone's output maps (the masks a padding-exact neck gets). None measures them
-            from the map sizes, which is exact for power-of-two strides (ResNet, Swin, PVT)
-            but can pick a power of two for a small map of another stride (a stride-14 ViT map
-            of at most 7 cells is also ``ceil(H / 16)``): give the strides of such backbones.
-            Defaults to None.
-        encoder_strides (Sequence[int | tuple[int, int]], optional): Strides of the maps the
-            transformer encoder takes (the neck's outputs, extra levels included), for its
-            padding masks; None measures them. Defaults to None.
-        padding_exact (bool, optional): The model's one switch of the padding-exact mode
-            (issue 20): False turns off every part that has one (the backbone's, the heads'
-            ``padding_exact``: each is then the host's module; the exact padding masks above
-            stay), True turns on every part whose config writes ``padding_exact`` (the
-            shipped configs' backbones) and checks that every part is on, None (default)
-            leaves each part as its config sets it. A config turns it off, or on, with one
-            line: ``model = dict(padding_exact=False)``.
+            backbone's maps; None measures them (exact for power-of-two strides only: give
+            them for e.g. a stride-14 ViT). Defaults to None.
+        encoder_strides (Sequence[int | tuple[int, int]], optional): Strides of the encoder's
+            input maps; None measures them. Defaults to None.
+        padding_exact (bool, optional): The model's one switch: False / True turns every
+            part's ``padding_exact`` off / on, None leaves each as configured. Defaults to None.
 
     Examples::
 
@@ -126,17 +86,14 @@ class PaddingExactMixin:
 
     def feature_padding_masks(self, feats: Sequence[Tensor], batch_data_samples: OptSampleList,
                               strides: Optional[Sequence] = None) -> Optional[List[Tensor]]:
-        """Bool (bs, h, w) masks of ``feats``, True = padded, one per map: each image has
-        exactly the ``ceil(img_h / s) x ceil(img_w / s)`` cells it has alone (``img_shape``
-        from its metainfo, ``s`` measured from the map and ``batch_input_shape``). None when
-        mmdet builds no mask (ONNX export, or every image fills the batch input).
+        """Exact bool (bs, h, w) padding masks of ``feats`` (True = padded), None when mmdet
+        builds none.
 
         Args:
             feats (Sequence[Tensor]): Maps (bs, C, h, w) computed from the batch input.
             batch_data_samples (list[DetDataSample]): With ``img_shape`` and
                 ``batch_input_shape`` metainfo.
-            strides (Sequence, optional): The stride of each map where known (see
-                :func:`~mmposenc.models.padding_exact.feature_padding_masks`); None measures them.
+            strides (Sequence, optional): Each map's stride; None measures them.
 
         Returns:
             list[Tensor] | None: One mask per map.
@@ -150,10 +107,7 @@ class PaddingExactMixin:
 
     def extract_feat(self, batch_inputs: Tensor,
                      batch_data_samples: OptSampleList = None) -> Tuple[Tensor]:
-        """Backbone, then neck; a padding-exact backbone gets the image sizes as its
-        ``img_shapes`` (:func:`~mmposenc.models.padding_exact.run_backbone`) and a neck with
-        ``takes_padding_masks`` the exact masks of the backbone maps (samples from the
-        argument or from the running ``loss`` / ``predict`` / ``_forward``).
+        """Backbone then neck, given the image sizes and padding masks where they take them.
 
         Args:
             batch_inputs (Tensor): (bs, 3, H, W).
@@ -165,7 +119,6 @@ class PaddingExactMixin:
         """
         samples = (batch_data_samples if batch_data_samples is not None else
                    _CALL_SAMPLES.get(self))
-        # a padding-exact backbone takes the image sizes (a host backbone is called as mmdet)
         shapes = [s.img_shape for s in samples] if padded_batch(samples) else None
         x = run_backbone(self.backbone, batch_inputs, shapes)
         if not self.with_neck:
@@ -176,8 +129,7 @@ class PaddingExactMixin:
                         self.backbone_strides)
 
     def _samples_for_neck(self, batch_data_samples: OptSampleList):
-        """Context in which :meth:`extract_feat` of this call sees ``batch_data_samples``
-        (context-local: concurrent calls on the same model keep their own)."""
+        """Context in which :meth:`extract_feat` sees ``batch_data_samples``."""
         return _CALL_SAMPLES.bind(self, batch_data_samples)
 
     def loss(self, batch_inputs: Tensor, batch_data_samples: OptSampleList):
@@ -197,5 +149,5 @@ class PaddingExactMixin:
             return super()._forward(batch_inputs, batch_data_samples)
 
 
-#: The former name of :class:`PaddingExactMixin` (kept for code that subclasses it).
+#: The former name of :class:`PaddingExactMixin`.
 ExactPaddingMixin = PaddingExactMixin

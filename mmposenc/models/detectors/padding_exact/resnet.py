@@ -1,30 +1,4 @@
-"""mmdet's ResNet with a padding-exact mode: each image of a padded batch gets, on its own
-cells, the maps it gets alone.
-
-Why each operation is exact (``v`` valid cells of an image on an axis, the batch has more):
-
-- Every map of ResNet has ``ceil(v / s)`` cells at stride ``s`` for the image alone (7x7/2 pad 3
-  stem, 3x3/2 pad 1 max-pool, 3x3/2 pad 1 and 1x1/2 convolutions all give ``ceil(v / 2)``), so
-  the image owns the top-left ``ceil(img / s)`` cells of each batch map
-  (:mod:`~mmposenc.models.padding_exact.masks`).
-- A convolution with a kernel larger than 1x1 reads, at the image's last cells, the cells just
-  beyond them: the image alone reads its zero padding there, the batch reads whatever the
-  previous layers left in the padded region (BatchNorm's shift, residual sums: not zero with
-  trained weights). Its input's padded region is set to zero first, which reproduces the zero
-  padding exactly (the alone image's padding never reaches further than the batch's padded
-  region plus the batch's own zero padding).
-- The stem's max-pool pads with ``-inf``: its input's padded region is set to ``-inf`` (after
-  ReLU zero would do too; ``-inf`` is what the image alone reads whatever precedes the pool).
-- 1x1 convolutions (strided or not), BatchNorm in eval mode, ReLU and the residual sums are per
-  cell: padded cells never reach valid ones through them.
-- The returned maps are zero outside each image's cells (a stock neck then reads zeros there).
-
-Not covered (refused in padding-exact mode): DCN and plugins (attention-like plugins read the
-whole map), ``avg_down`` (its ceil-mode average at the border), ``with_cp`` (the recomputation
-runs outside the forward that binds the masks), norms other than BatchNorm (GroupNorm averages
-over the padding). In training mode BatchNorm with ``norm_eval=False`` averages over the batch,
-padding included, as any batch statistics do.
-"""
+"""mmdet's ResNet with a padding-exact mode (see ``docs/user_guides/padding_exact_eval.md``)."""
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -37,21 +11,18 @@ from mmposenc.models.padding_exact.ops import zero_padding
 from mmposenc.models.utils.call_state import CallState
 from mmposenc.registry import MODELS
 
-#: The masks of the padding-exact ResNet whose forward is running (bound for the duration of
-#: its forward only, under the key :class:`PaddingExactResNet`; the hooks of its modules read
-#: them).
+#: The masks of the running padding-exact ResNet forward (read by its modules' hooks).
 _ACTIVE = CallState(
     'mmposenc_resnet_padding_masks',
     why="mmdet's ResNet, BasicBlock and Bottleneck call their convolutions and max-pool as "
     'conv(x) / maxpool(x): the masks reach them only through forward (pre-)hooks')
 
-#: The masking steps of the padding-exact mode (each can be left out to show it is needed).
+#: The masking steps of the padding-exact mode (tests leave one out).
 EXACT_STEPS = frozenset({'conv', 'maxpool', 'outputs'})
 
 
 class _MaskCache:
-    """Padding masks of the maps of one forward, by map size (stride measured from the batch
-    input: ResNet's maps have ``ceil(H / s)`` cells with ``s`` a power of two)."""
+    """Padding masks of the maps of one forward, by map size."""
 
     def __init__(self, img_shapes: List[Tuple[int, int]], input_shape: Sequence[int],
                  steps: frozenset, device: torch.device) -> None:
@@ -88,8 +59,7 @@ def _neg_inf_before(module: nn.Module, args: tuple):
 
 
 def _zero_after(module: nn.Module, args: tuple, out: Tensor):
-    """Forward hook of a max-pool: its padded cells (``-inf`` where the whole window was
-    padding) set to zero, so that no ``-inf`` / NaN flows on through the padded region."""
+    """Forward hook of a max-pool: padded cells set to zero (no ``-inf`` flows on)."""
     state = _ACTIVE.get(PaddingExactResNet)
     if state is None or 'maxpool' not in state.steps:
         return None
@@ -98,16 +68,8 @@ def _zero_after(module: nn.Module, args: tuple, out: Tensor):
 
 @MODELS.register_module()
 class PaddingExactResNet(ResNet):
-    """mmdet's :class:`~mmdet.models.backbones.ResNet` with a padding-exact mode (see the
-    module doc for why each operation is exact).
-
-    The same parameters and state dict as mmdet's ResNet (checkpoints load both ways). With
-    ``padding_exact=True`` and the image sizes given (``forward``'s ``img_shapes``, passed by
-    :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin`, or bound by
-    :func:`~mmposenc.models.padding_exact.backbone_image_shapes` around a host's call), every
-    map of every image equals, on its ``ceil(img / stride)`` cells, the map of the image
-    alone, and is zero elsewhere. Without them (or with ``padding_exact=False``) it is
-    mmdet's ResNet.
+    """mmdet's :class:`~mmdet.models.backbones.ResNet` with a padding-exact mode (same state
+    dict): given the image sizes, each image's maps equal those of the image alone.
 
     Args:
         padding_exact (bool): The padding-exact mode. Defaults to True.
@@ -124,8 +86,7 @@ class PaddingExactResNet(ResNet):
         (torch.Size([2, 512, 4, 4]), True)
     """
 
-    #: :class:`~mmposenc.models.detectors.padding_exact.PaddingExactMixin` passes the image
-    #: sizes as ``forward``'s ``img_shapes``
+    #: ``forward`` takes ``img_shapes``
     takes_image_shapes = True
 
     def __init__(self, *args, padding_exact: bool = True, **kwargs) -> None:
@@ -152,22 +113,18 @@ class PaddingExactResNet(ResNet):
                 m.register_forward_hook(_zero_after)
 
     def train(self, mode: bool = True) -> 'PaddingExactResNet':
-        """mmdet's ``train`` (frozen stages, ``norm_eval``), returning the module as
-        ``nn.Module.train`` does (mmdet's returns None, so ``model.eval()`` gave None)."""
+        """mmdet's ``train``, returning the module (mmdet's returns None)."""
         super().train(mode)
         return self
 
     def forward(self, x: Tensor,
                 img_shapes: Optional[Sequence[Sequence[int]]] = None) -> Tuple[Tensor, ...]:
-        """mmdet's forward; in padding-exact mode with image sizes given, the padded cells of
-        every map are masked before each operation that reads neighbours and zeroed in the
-        outputs.
+        """mmdet's forward, masking the padding when the image sizes are given.
 
         Args:
             x (Tensor): (B, C, H, W) batch input.
-            img_shapes (Sequence[Sequence[int]], optional): ``(h, w)`` of each image
-                (top-left of ``x``). None: those bound by
-                :func:`~mmposenc.models.padding_exact.backbone_image_shapes`, if any.
+            img_shapes (Sequence[Sequence[int]], optional): ``(h, w)`` of each image. None:
+                those bound by :func:`~mmposenc.models.padding_exact.backbone_image_shapes`.
 
         Returns:
             tuple[Tensor]: The ``out_indices`` maps.
