@@ -10,43 +10,22 @@ from mmposenc.registry import MODELS
 from ..padding_exact.masks import as_bool_padding_mask
 from ..padding_exact.ops import masked_conv_module
 
-#: the convolutions the masked path is exact for: torch's (conv_cfg None or 'Conv2d') and
-#: mmcv's empty-tensor wrapper of it ('Conv'); both zero-pad by ``conv.padding``
+#: the zero-padding convolutions the masked path is exact for
 _PLAIN_CONVS = (nn.Conv2d, EmptyTensorConv2d)
 
 
 @MODELS.register_module()
 class MaskedChannelMapper(BaseModule):
-    """mmdet's ``ChannelMapper`` whose outputs on an image's valid positions do not depend on
-    the other images of a padded batch.
+    """mmdet's ``ChannelMapper`` (same state-dict keys) made padding-exact by padding masks.
 
-    Same modules, arguments and state-dict keys as :class:`mmdet.models.necks.ChannelMapper`
-    (a convolution + norm + activation per input, extra stride-2 3x3 levels on the last input),
-    so checkpoints of either load into the other. ``forward`` also takes the padding mask of
-    each input map; with masks:
-
-    - padded positions are zeroed before every convolution wider than 1x1 (an image alone is
-      zero-padded there by the convolution itself), in particular before the extra stride-2
-      level, which otherwise convolves the backbone's responses to the padding into the
-      image's border;
-    - GroupNorm normalises each image's valid rectangle on its own
-      (:func:`~mmposenc.models.padding_exact.masked_group_norm`: torch's kernel on the crop),
-      not with statistics pooled over the padded area;
-    - padded positions of every output are zero.
-
-    The masks of the extra levels follow from the convolution arithmetic (the cells the same
-    convolution gives on the image alone). Without masks (no padded image, ONNX export) it
-    runs mmdet's computation unchanged. Only GroupNorm (and no norm) is made exact: a
-    BatchNorm in training mode pools over the batch anyway.
+    Without masks it is mmdet's computation; only GroupNorm (or no norm) is made exact.
 
     Args:
         in_channels (list[int]): Channels of each input map.
         out_channels (int): Channels of every output map.
         kernel_size (int): Kernel of the per-input convolutions. Defaults to 3.
-        conv_cfg (dict, optional): Convolution config; only a zero-padded
-            ``nn.Conv2d`` (None, ``dict(type='Conv')`` or ``dict(type='Conv2d')``) is
-            supported, others raise a ValueError (use mmdet's ``ChannelMapper`` for them).
-            Defaults to None.
+        conv_cfg (dict, optional): Convolution config; only a zero-padded ``nn.Conv2d``
+            (None, ``'Conv'``, ``'Conv2d'``), else ValueError. Defaults to None.
         norm_cfg (dict, optional): Norm config, e.g. ``dict(type='GN', num_groups=32)``.
             Defaults to None.
         act_cfg (dict, optional): Activation config. Defaults to ``dict(type='ReLU')``.
@@ -97,21 +76,12 @@ class MaskedChannelMapper(BaseModule):
         for module in self.modules():
             if isinstance(module, ConvModule):
                 self._check_supported(module, conv_cfg)
-        #: :class:`~mmposenc.models.detectors.PaddingExactMixin` passes padding masks to
-        #: necks that declare this
+        #: PaddingExactMixin passes padding masks to necks that declare this
         self.takes_padding_masks = True
 
     @staticmethod
     def _check_supported(module: ConvModule, conv_cfg: Optional[dict]) -> None:
-        """Refuse convolutions the masked path cannot make exact.
-
-        The masked path calls ``module.conv`` itself (skipping ConvModule's explicit padding
-        layer) and derives the output masks from the arithmetic of a zero-padded
-        ``nn.Conv2d``: other convolutions (``Conv2dAdaptivePadding`` pads in its forward,
-        DCN samples at learned offsets, ...) or padding modes (``reflect`` / ``replicate``
-        / ``circular`` pad from the batch's padding, not from the image) would give outputs
-        that silently depend on the batch.
-        """
+        """Refuse convolutions other than a zero-padded ``nn.Conv2d`` (ValueError)."""
         conv = module.conv
         padding_mode = getattr(conv, 'padding_mode', None)
         if (type(conv) not in _PLAIN_CONVS or padding_mode != 'zeros'
@@ -131,9 +101,7 @@ class MaskedChannelMapper(BaseModule):
         Args:
             inputs (Sequence[Tensor]): Maps (bs, in_channels[i], h_i, w_i).
             padding_masks (Sequence[Tensor], optional): Bool (bs, h_i, w_i) per input, True
-                at padded cells (e.g. from
-                :func:`~mmposenc.models.padding_exact.feature_padding_masks`; 0/1 masks of
-                another dtype are read as bool). None: no padding.
+                at padded cells; None: no padding.
 
         Returns:
             tuple[Tensor]: ``num_outs`` maps (bs, out_channels, h, w).

@@ -12,13 +12,9 @@ from ..padding_exact.masks import (as_bool_padding_mask, masks_from_valid_shapes
                                    valid_shapes_of_masks)
 from ..padding_exact.ops import masked_group_norm, zero_padding
 
-#: The steps of SimplePyramid's padding-exact mode (each can be left out to show it is
-#: needed): ``-inf`` at the padded cells before max-pooling (``'pool'``), GroupNorm statistics
-#: over each image's own cells (``'norm'``), the padded cells of the outputs zeroed
-#: (``'outputs'``).
+#: The steps of the padding-exact mode (a test leaves each out to show it is needed).
 EXACT_STEPS = frozenset({'pool', 'norm', 'outputs'})
-#: Norms between two transposed convolutions that the padding-exact mode covers: GroupNorm
-#: (statistics over the image's cells) and BatchNorm (per cell in eval mode).
+#: Norms the padding-exact mode covers (BatchNorm in eval mode).
 _COVERED_NORMS = ('GN', 'BN', 'BN2d', 'SyncBN')
 
 
@@ -32,45 +28,21 @@ def _log2_of_scale(scale: float) -> int:
 
 @MODELS.register_module()
 class SimplePyramid(BaseModule):
-    """Rescale the stride-16 maps of a plain ViT (e.g. CPVT) to a feature
-    pyramid that FPN-style necks and heads consume unchanged.
+    """A BEiT / ViTDet simple feature pyramid from a plain ViT's stride-16 maps (e.g. CPVT).
 
-    The rescaling of `BEiT <https://arxiv.org/abs/2106.08254>`_'s dense
-    heads (mmseg's ``Feature2Pyramid``) and of the simple feature pyramid of
-    `ViTDet <https://arxiv.org/abs/2203.16527>`_: a scale of ``2 ** k`` with
-    ``k > 0`` is ``k`` stride-2 2x2 transposed convolutions (norm + activation
-    between two of them), ``1`` is the identity and ``2 ** -k`` is a
-    ``2 ** k`` max pooling (``ceil_mode``, so odd maps lose no pixel).
-    Channels are unchanged: put an ``FPN`` after it (a list ``neck=[...]``
-    in a config builds an ``nn.Sequential``).
+    Scale ``2 ** k``: ``k`` stride-2 2x2 transposed convolutions if ``k > 0``, else identity or
+    ``ceil_mode`` max pooling. Takes one map per scale (BEiT) or one for all (ViTDet); channels
+    are unchanged (put an ``FPN`` after it).
 
     Args:
-        in_channels (int): Channels of every input map (the ViT's
-            ``embed_dims``).
-        scales (Sequence[float]): Resize factor of each output, powers of two.
-            Defaults to ``(4, 2, 1, 0.5)``: strides 4, 8, 16, 32 from a
-            stride-16 ViT.
+        in_channels (int): Channels of every input map (the ViT's ``embed_dims``).
+        scales (Sequence[float]): Resize factor of each output, powers of two. Defaults to
+            ``(4, 2, 1, 0.5)``: strides 4, 8, 16, 32 from a stride-16 ViT.
         norm_cfg (dict, optional): Norm between two transposed convolutions.
-            Defaults to ``dict(type='GN', num_groups=32)`` (batch-size
-            independent, unlike the ``SyncBN`` of mmseg's BEiT configs).
-        act_cfg (dict): Activation after that norm. Defaults to
-            ``dict(type='GELU')``.
-        padding_exact (bool): Take the padding masks of the input maps
-            (``forward(inputs, padding_masks)``; the detectors of mmposenc,
-            :class:`~mmposenc.models.detectors.PaddingExactMixin`, pass them, also
-            to a ``SimplePyramid`` in a list ``neck=[...]``) and give every image
-            of a padded batch, on the cells its map has alone, what it gets
-            alone: ``-inf`` at the padded cells before max-pooling (its
-            ``ceil_mode`` border alone), GroupNorm statistics over the image's
-            own cells (``2 ** i`` times its input cells after ``i`` transposed
-            convolutions, which read no neighbour), the outputs zero beyond
-            the image's cells. Needs GroupNorm, BatchNorm (exact in eval mode)
-            or no norm. Defaults to False.
+            Defaults to ``dict(type='GN', num_groups=32)`` (batch-size independent).
+        act_cfg (dict): Activation after that norm. Defaults to ``dict(type='GELU')``.
+        padding_exact (bool): Take padding masks; needs GN, BN or no norm. Defaults to False.
         init_cfg (dict, optional): Initialization config. Defaults to None.
-
-    ``forward`` takes either one map per scale (e.g. CPVT with
-    ``out_indices=(2, 5, 8, 11)``, as BEiT) or a single map that is rescaled
-    to every scale (ViTDet).
 
     Examples:
         >>> import torch
@@ -122,26 +94,19 @@ class SimplePyramid(BaseModule):
 
     @property
     def takes_padding_masks(self) -> bool:
-        """:class:`~mmposenc.models.detectors.PaddingExactMixin` passes padding masks to
-        necks that declare this: ``padding_exact``."""
+        """Whether PaddingExactMixin passes padding masks: ``padding_exact``."""
         return self.padding_exact
 
     def forward(self, inputs: Sequence[torch.Tensor],
                 padding_masks: Optional[Sequence[torch.Tensor]] = None
                 ) -> Tuple[torch.Tensor, ...]:
         """Args:
-            inputs (Sequence[Tensor]): ``len(scales)`` maps, or one, each
-                (B, in_channels, H, W).
-            padding_masks (Sequence[Tensor], optional): Bool (B, H, W) per
-                input, True at padded cells (each image's cells a top-left
-                rectangle, e.g. from
-                :func:`~mmposenc.models.padding_exact.feature_padding_masks`): every
-                image gets what it gets alone on its cells (see
-                ``padding_exact``). None: no padding.
+            inputs (Sequence[Tensor]): ``len(scales)`` maps, or one, each (B, in_channels, H, W).
+            padding_masks (Sequence[Tensor], optional): Bool (B, H, W) per input, True at
+                padded cells; None: no padding.
 
         Returns:
-            tuple[Tensor]: One (B, in_channels, H * s, W * s) map per scale
-            ``s`` (rounded up for pooled outputs).
+            tuple[Tensor]: One (B, in_channels, H * s, W * s) map per scale ``s``.
         """
         if padding_masks is not None:
             if len(padding_masks) != len(inputs) or any(
@@ -169,16 +134,7 @@ class SimplePyramid(BaseModule):
 
     def _exact_branch(self, branch: nn.Module, scale: float, x: torch.Tensor,
                       mask: torch.Tensor) -> torch.Tensor:
-        """One branch on a padded batch; each image's cells as for the image alone.
-
-        A transposed 2x2 stride-2 convolution makes every output cell from one input cell
-        (no neighbour is read), so the image's ``v`` cells give exactly its ``2 v`` cells;
-        a GroupNorm between two of them takes each image's statistics over those cells
-        (alone the map has no others); max-pooling reads the padded cells of its last
-        window (``-inf``: the image alone pools over its ``ceil_mode`` border); the
-        identity passes the map. Outside the image's cells (``v * scale``, rounded up when
-        pooled) the output is zero.
-        """
+        """One branch on a padded batch; each image's cells as for the image alone."""
         steps = self._exact_steps
         valid = valid_shapes_of_masks(mask)  # (B, 2) cells of the image alone
         k = _log2_of_scale(scale)
