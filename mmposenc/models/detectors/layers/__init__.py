@@ -1,6 +1,4 @@
-"""The encoder layers of mmposenc's DETR-family detectors (mmdet's ``layers/transformer``):
-mmdet's encoders with PEGs after chosen layers, and the rotary self-attention of the rotary
-encoder positions."""
+"""The encoder layers of mmposenc's DETR-family detectors."""
 from .peg_encoder_layers import (PEG_ENCODERS, MultiLevelPEGEncoderMixin,
                                  PEGDABDetrTransformerEncoder, PEGDeformableDetrTransformerEncoder,
                                  PEGDetrTransformerEncoder, PEGEncoderMixin,

@@ -1,18 +1,4 @@
-"""mmdet's DETR-family transformer encoders with PEGs after chosen layers.
-
-Each class here is a host encoder of mmdet (:class:`~mmdet.models.layers.DetrTransformerEncoder`,
-DAB-DETR's, Deformable-DETR's, Mask2Former's) plus :class:`PEGEncoderMixin`: masked PEGs
-(`CPVT <https://arxiv.org/abs/2102.10882>`_) after the encoder layers named in ``peg_after``,
-run around the host's own loop, so that the host's ``forward`` (DAB-DETR's position scaling,
-Mask2Former's given reference points) runs unchanged. :data:`PEG_ENCODERS` maps each host
-encoder to its PEG version; the detectors turn the encoder they build into it in place
-(:meth:`PEGEncoderMixin.convert`).
-
-The PEG inputs (the token grid and the padding mask of the running call) travel as an
-argument: the encoder passes ``peg_inputs`` to its layers with the other keyword arguments
-that mmdet's encoder loops hand to every layer (and that the layers' attention modules take
-and ignore), and the forward hook of a layer reads them from that call's keyword arguments.
-"""
+"""mmdet's DETR-family transformer encoders with PEGs after chosen layers."""
 import functools
 from typing import Optional, Sequence, Tuple
 
@@ -57,21 +43,13 @@ def build_pegs(peg_cfg: Optional[dict], peg_after: Tuple[int, ...], **defaults) 
 
 
 class PEGEncoderMixin:
-    """PEGs after chosen layers of an mmdet transformer encoder, around the host's own loop.
-
-    Put it before an encoder class whose ``forward`` calls ``self.layers`` one after the other,
-    feeds each layer's output to the next and hands its extra keyword arguments to every layer
-    (all of mmdet's DETR-family encoders). A PEG after layer ``i`` is a forward hook on
-    ``self.layers[i]`` that replaces the layer's output by ``peg(output, **peg_inputs)``, where
-    ``peg_inputs`` is the keyword argument the encoder passed to that layer call (grid shapes
-    and padding mask; the subclass's ``forward`` says which); a PEG at ``-1`` runs on the input
-    before the host's ``forward``.
+    """Mixin adding PEGs after chosen layers of an mmdet transformer encoder, as forward hooks
+    around the host's own loop.
 
     Args:
         peg_after (Sequence[int]): ``i`` = a PEG after encoder layer ``i``, ``-1`` = before
-            the first layer; empty for none (the stock encoder). Defaults to ``()``.
-        peg_cfg (dict, optional): Config of each PEG (``embed_dims`` and, for multi-level
-            encoders, ``num_levels`` filled in). Defaults to :attr:`default_peg_cfg`.
+            the first layer; empty for the stock encoder. Defaults to ``()``.
+        peg_cfg (dict, optional): Config of each PEG. Defaults to :attr:`default_peg_cfg`.
         num_levels (int, optional): Feature levels of a multi-level encoder.
         *args, **kwargs: Those of the host encoder.
     """
@@ -90,15 +68,12 @@ class PEGEncoderMixin:
     @classmethod
     def convert(cls, encoder: nn.Module, peg_after: Sequence[int] = (),
                 peg_cfg: Optional[dict] = None, num_levels: Optional[int] = None) -> nn.Module:
-        """Turn a built host encoder (an instance of the host class this class extends) into
-        this class in place: its layers, weights and state-dict keys are kept, the PEGs are
-        added. Building the encoder once keeps the random stream of the host's construction,
-        so a model without PEGs is initialised exactly as the stock one at the same seed.
+        """Turn a built host encoder into this class in place, adding the PEGs (the host's
+        weights and random stream kept).
 
         Args:
             encoder (nn.Module): The host's encoder.
-            peg_after, peg_cfg, num_levels: As in the constructor (``peg_cfg`` None is
-                :attr:`default_peg_cfg`).
+            peg_after, peg_cfg, num_levels: As in the constructor.
 
         Returns:
             nn.Module: ``encoder``, now an instance of ``cls``.
@@ -140,8 +115,7 @@ class PEGEncoderMixin:
         return super().forward(query, **kwargs)
 
     def forward_with_pegs(self, query: Tensor, peg_inputs: dict, **kwargs) -> Tensor:
-        """:meth:`encode` with the PEGs of ``peg_after`` applied (``peg_inputs`` to each; the
-        host's loop hands them to every layer, whose hook passes them to its PEG)."""
+        """:meth:`encode` with the PEGs of ``peg_after`` applied, given ``peg_inputs``."""
         if not len(self.pegs):
             return self.encode(query, **kwargs)
         if self.peg_after[0] == -1:
@@ -150,8 +124,7 @@ class PEGEncoderMixin:
 
 
 class SingleLevelPEGEncoderMixin(PEGEncoderMixin):
-    """:class:`PEGEncoderMixin` for DETR-like encoders: one token grid, a
-    :class:`~mmposenc.models.layers.MaskedPEG` per position."""
+    """:class:`PEGEncoderMixin` for single-grid DETR-like encoders (``MaskedPEG``)."""
 
     def forward(self, query: Tensor, query_pos: Optional[Tensor],
                 key_padding_mask: Optional[Tensor],
@@ -161,8 +134,7 @@ class SingleLevelPEGEncoderMixin(PEGEncoderMixin):
         Args:
             query (Tensor): Tokens (bs, h*w, C).
             query_pos (Tensor, optional): Position embeddings (bs, h*w, C), None for none.
-            key_padding_mask (Tensor, optional): Bool (bs, h*w), True = padded; None when no
-                image of the batch is padded.
+            key_padding_mask (Tensor, optional): Bool (bs, h*w), True = padded.
             hw_shape (Sequence[int], optional): (h, w) of the token grid; needed with PEGs.
             **kwargs: Handed to every layer (e.g. ``rotary`` for rotary attention layers).
 
@@ -177,9 +149,8 @@ class SingleLevelPEGEncoderMixin(PEGEncoderMixin):
 
 
 class MultiLevelPEGEncoderMixin(PEGEncoderMixin):
-    """:class:`PEGEncoderMixin` for Deformable-DETR-like encoders: the tokens of all levels
-    concatenated, a :class:`~mmposenc.models.layers.MultiLevelMaskedPEG` per position (each
-    level on its own grid with its own mask)."""
+    """:class:`PEGEncoderMixin` for multi-level Deformable-DETR-like encoders
+    (``MultiLevelMaskedPEG``)."""
 
     default_peg_cfg = dict(type='mmposenc.MultiLevelMaskedPEG')
     multi_level = True
@@ -196,8 +167,7 @@ class MultiLevelPEGEncoderMixin(PEGEncoderMixin):
     def forward(self, query: Tensor, query_pos: Optional[Tensor],
                 key_padding_mask: Optional[Tensor], spatial_shapes: Tensor,
                 level_start_index: Tensor, valid_ratios: Tensor, **kwargs) -> Tensor:
-        """Encode the concatenated multi-level tokens; arguments as in the host encoder
-        (``query_pos`` and ``key_padding_mask`` may be None)."""
+        """Encode the concatenated multi-level tokens; arguments as in the host encoder."""
         peg_inputs = dict(spatial_shapes=spatial_shapes, level_start_index=level_start_index,
                           key_padding_mask=key_padding_mask)
         return self.forward_with_pegs(
@@ -210,9 +180,8 @@ class PEGDetrTransformerEncoder(SingleLevelPEGEncoderMixin, DetrTransformerEncod
     """DETR's encoder (also Conditional-DETR's) with masked PEGs after chosen layers.
 
     Args:
-        peg_after (Sequence[int]): Where PEGs go: ``i`` applies one after encoder layer ``i``
-            (CPVT: ``(0, )``), ``-1`` before the first layer. Empty for none (the stock
-            encoder). Defaults to ``()``.
+        peg_after (Sequence[int]): ``i`` = a PEG after encoder layer ``i``, ``-1`` = before
+            the first layer; empty for the stock encoder. Defaults to ``()``.
         peg_cfg (dict, optional): Config of each PEG (``embed_dims`` filled in).
             Defaults to ``dict(type='mmposenc.MaskedPEG')``.
         *args, **kwargs: Those of :class:`mmdet.models.layers.DetrTransformerEncoder`.
@@ -228,13 +197,8 @@ class PEGDetrTransformerEncoder(SingleLevelPEGEncoderMixin, DetrTransformerEncod
 
 
 class PEGDABDetrTransformerEncoder(SingleLevelPEGEncoderMixin, DABDetrTransformerEncoder):
-    """DAB-DETR's encoder with masked PEGs after chosen layers.
-
-    DAB-DETR scales the position embedding of every layer by an MLP of the tokens
-    (``query_scale``). Without position embeddings (``query_pos=None``: ``encoder_pos`` 'peg'
-    or 'none') there is nothing to scale: the layers run as in DETR's encoder and
-    ``query_scale`` is unused (kept so that stock checkpoints load).
-    """
+    """DAB-DETR's encoder with masked PEGs after chosen layers (without ``query_pos``, DETR's
+    loop; ``query_scale`` kept unused for checkpoints)."""
 
     def encode(self, query: Tensor, **kwargs) -> Tensor:
         if kwargs.get('query_pos') is None:

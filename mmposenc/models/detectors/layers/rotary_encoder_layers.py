@@ -1,19 +1,4 @@
-"""Rotary self-attention for the DETR-like encoders (``encoder_pos='rope_mixed'`` /
-``'rope_dinov3'``, alone or ``+peg``).
-
-mmdet's DETR, Conditional-DETR and DAB-DETR encoders run mmcv's ``MultiheadAttention``, which
-adds the position embeddings to its inputs and calls ``torch.nn.MultiheadAttention``: the
-per-head queries and keys, which a rotary encoding rotates, exist only inside the latter. So
-each encoder layer's ``self_attn`` is turned in place into a :class:`RotaryMultiheadAttention`
-(same modules, parameters and state-dict keys: stock checkpoints load), which projects the
-queries, keys and values with the weights of its ``torch.nn.MultiheadAttention``, rotates the
-queries and keys of every head by the angles of its layer, and runs
-``scaled_dot_product_attention`` with the key padding mask.
-
-The angles travel as an argument: the detector's ``forward_encoder`` computes those of the
-running call (:func:`encoder_angles`) and passes ``rotary=(encoding, angles)`` to the encoder,
-whose loop hands it to every layer and each layer to its ``self_attn``.
-"""
+"""Rotary self-attention for the DETR-like encoders (see ``docs/user_guides/rotary.md``)."""
 from typing import Optional, Sequence, Tuple
 
 import torch.nn.functional as F
@@ -30,8 +15,7 @@ def rotary_attention(attn: nn.MultiheadAttention, query: Tensor, key: Tensor, va
     """Multi-head attention with ``attn``'s weights, the per-head queries and keys rotated.
 
     Args:
-        attn (nn.MultiheadAttention): Packed qkv projection (``in_proj_weight``) and
-            ``out_proj``; its ``num_heads`` and ``dropout`` (in training).
+        attn (nn.MultiheadAttention): Gives the packed qkv and output projections, heads, dropout.
         query, key, value (Tensor): (bs, n, C), batch first.
         key_padding_mask (Tensor, optional): Bool (bs, n_keys), True = padded.
         encoding (RotaryPositionEncoding): Rotates per-head (bs, heads, n, C / heads) tensors.
@@ -56,13 +40,8 @@ def rotary_attention(attn: nn.MultiheadAttention, query: Tensor, key: Tensor, va
 
 
 class RotaryMultiheadAttention(MultiheadAttention):
-    """mmcv's :class:`~mmcv.cnn.bricks.transformer.MultiheadAttention` whose per-head queries
-    and keys are rotated by the angles its encoder passes (``rotary``); made from a built one
-    by :func:`install_rotary_attention`, never constructed directly.
-
-    Only self-attention of an encoder is supported: no ``attn_mask``, packed qkv projections,
-    no bias_k / bias_v.
-    """
+    """mmcv's :class:`~mmcv.cnn.bricks.transformer.MultiheadAttention` with rotated per-head
+    queries and keys (encoder self-attention only; made by :func:`install_rotary_attention`)."""
 
     #: index of the encoder layer (selects the layer's angles)
     layer_idx: int
@@ -73,12 +52,10 @@ class RotaryMultiheadAttention(MultiheadAttention):
                 attn_mask: Optional[Tensor] = None, key_padding_mask: Optional[Tensor] = None,
                 rotary: Optional[Tuple[RotaryPositionEncoding, Sequence[Tensor]]] = None,
                 **kwargs) -> Tensor:
-        """As mmcv's ``forward`` (positions added to the inputs, residual, dropout), the
-        attention rotary.
+        """mmcv's ``forward`` with rotary attention.
 
         Args:
-            rotary (tuple): ``(encoding, angles)``, the angles of every encoder layer of the
-                running call (:func:`encoder_angles`).
+            rotary (tuple): ``(encoding, angles)``, every layer's angles (:func:`encoder_angles`).
             Others: Those of mmcv's ``MultiheadAttention.forward``.
 
         Returns:
@@ -111,8 +88,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
 
 
 def install_rotary_attention(encoder: nn.Module) -> None:
-    """Turn the mmcv ``MultiheadAttention`` of every layer's ``self_attn`` of a DETR-like
-    encoder into a :class:`RotaryMultiheadAttention` in place (same modules and weights)."""
+    """Turn each encoder layer's ``self_attn`` into a :class:`RotaryMultiheadAttention` in place."""
     for idx, layer in enumerate(encoder.layers):
         self_attn = getattr(layer, 'self_attn', None)
         attn = getattr(self_attn, 'attn', None)
@@ -130,10 +106,7 @@ def install_rotary_attention(encoder: nn.Module) -> None:
 
 def encoder_angles(encoding: RotaryPositionEncoding, num_layers: int, hw_shape: Sequence,
                    key_padding_mask: Optional[Tensor], device) -> list:
-    """The angles of every encoder layer for one forward: each image's own region (from the
-    key padding mask); one draw of the training augmentation for all layers, or one per layer
-    where the encoding draws per layer (its ``draw_per_layer``, e.g. DINOv3's RoPE with
-    ``train_draw='per_block'`` in training)."""
+    """The angles of every encoder layer for one forward, on each image's own region."""
     valid_hw = valid_hw_from_mask(key_padding_mask, hw_shape)
     encoding.start_forward()
     if encoding.per_layer or getattr(encoding, 'draw_per_layer', False):
