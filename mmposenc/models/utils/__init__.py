@@ -1,4 +1,3 @@
-"""Helpers shared across mmposenc's models that belong to no one concept (pure torch, no host
-imports); the padding-exact mode's are in :mod:`mmposenc.models.padding_exact`."""
+"""Helpers shared across mmposenc's models (pure torch, no host imports)."""
 from .call_state import CallState  # noqa: F401
 from .stable_sort import StableSort  # noqa: F401

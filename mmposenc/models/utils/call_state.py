@@ -1,20 +1,12 @@
-"""Per-call state of a module that is invisible to other threads and asyncio tasks.
+"""Per-call state of a module, invisible to other threads and asyncio tasks.
 
-Some of our modules need, deep inside a host's forward, a value of the running call that the
-host does not pass down (the data samples of ``loss`` / ``predict`` for the neck, the PEG inputs
-for a forward hook on an encoder layer, the image shapes for Mask2Former's pixel decoder).
-Stored on the instance, such a value is shared by every concurrent call on the same model: two
-threads running ``predict`` on one model read each other's samples. :class:`CallState` keeps it
-in a :class:`contextvars.ContextVar` instead, keyed by the module, so each thread (and each
-asyncio task) sees only the values bound by its own calls.
+For values a host's forward does not pass down; see docs/architecture.md.
 """
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Dict, Iterator
 
-#: Every :class:`CallState` of the package, by name, with the reason the value cannot be passed
-#: as an argument (the host signature that leaves no other way). ``docs/architecture.md`` lists
-#: them; ``tests/test_packaging/test_floor_plan.py`` checks that list against this one.
+#: Every :class:`CallState` by name, with why it cannot be an argument (docs/architecture.md).
 CALL_STATES: Dict[str, str] = {}
 
 
@@ -40,14 +32,12 @@ class CallState:
         self._var: ContextVar = ContextVar(name)
 
     def get(self, owner: Any, default: Any = None) -> Any:
-        """The value bound for ``owner`` by a running :meth:`bind` of this context, else
-        ``default``."""
+        """The value bound for ``owner`` in this context, else ``default``."""
         return self._var.get({}).get(id(owner), default)
 
     @contextmanager
     def bind(self, owner: Any, value: Any) -> Iterator[None]:
-        """Bind ``value`` for ``owner`` within the context (nested binds restore the outer
-        value on exit)."""
+        """Bind ``value`` for ``owner`` within the context (nested binds restore on exit)."""
         token = self._var.set({**self._var.get({}), id(owner): value})
         try:
             yield

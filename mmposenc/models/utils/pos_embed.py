@@ -8,20 +8,17 @@ import torch.nn.functional as F
 def resize_pos_embed(pos_embed: torch.Tensor, src_shape: Sequence[int],
                      dst_shape: Sequence[int], mode: str = 'bicubic',
                      num_extra_tokens: int = 1) -> torch.Tensor:
-    """Resize a ``(1, extra + h*w, C)`` position embedding from an ``src_shape`` grid to a
-    ``dst_shape`` grid.
+    """Resize a ``(1, extra + h*w, C)`` position embedding from ``src_shape`` to ``dst_shape``.
 
-    The ``num_extra_tokens`` leading embeddings (class / distillation tokens) are kept; the
-    grid part is interpolated in float32 (``align_corners=False`` for the bilinear and bicubic
-    modes, as DeiT and mmpretrain) and returned in the embedding's dtype.
+    Extra tokens are kept; the grid is interpolated in float32 as DeiT and mmpretrain do.
 
     Args:
         pos_embed (Tensor): ``(1, extra + h*w, C)``.
         src_shape (Sequence[int]): ``(h, w)`` of the embedding's grid.
         dst_shape (Sequence[int]): ``(h', w')`` of the grid to resize to.
         mode (str): Mode of :func:`torch.nn.functional.interpolate`. Defaults to 'bicubic'.
-        num_extra_tokens (int): Leading embeddings that are not on the grid (a class token).
-            Defaults to 1, as mmpretrain's ``resize_pos_embed``, whose arguments these are.
+        num_extra_tokens (int): Leading embeddings not on the grid (a class token).
+            Defaults to 1.
 
     Returns:
         Tensor: ``(1, extra + h'*w', C)``; ``pos_embed`` itself when the grids agree.
