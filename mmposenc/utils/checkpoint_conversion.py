@@ -1,5 +1,4 @@
-"""What the checkpoint converters of ``tools/model_converters`` share: finding the state dict
-inside a checkpoint and refusing keys no rule maps."""
+"""Helpers shared by the checkpoint converters of ``tools/model_converters``."""
 from typing import Iterable, Mapping
 
 
@@ -10,14 +9,12 @@ class UnmappedKeysError(KeyError):
         return self.args[0]
 
 
-#: Where checkpoints keep their weights: mmengine (``state_dict``), the official DeiT / Twins /
-#: PerViT code (``model``), timm's EMA weights (``state_dict_ema``); first found wins.
+#: Where checkpoints keep their weights (mmengine, official DeiT / Twins / PerViT, timm EMA).
 STATE_DICT_KEYS = ('state_dict', 'model', 'state_dict_ema')
 
 
 def unwrap_state_dict(checkpoint: Mapping) -> Mapping:
-    """The state dict inside ``checkpoint`` (under one of :data:`STATE_DICT_KEYS`), or the
-    checkpoint itself when it is one.
+    """The state dict inside ``checkpoint``, or the checkpoint itself when it is one.
 
     Examples:
         >>> unwrap_state_dict({'model': {'w': 1}, 'epoch': 3})

@@ -1,15 +1,4 @@
-"""Errors a user can cause (bad data, a missing checkpoint, a failed download), one line each.
-
-:class:`MMPosEncError` is the base of mmposenc's errors whose message is complete by itself: it
-names the file in full, the value that is wrong and what to do, on one line. That line is what a
-user sees last whatever runs the code: our ``tools/train.py`` and ``tools/test.py`` print only it
-(:func:`run_tool`), and the hosts' entry points (mmdet's ``tools/train.py``, ``mim train``)
-print a traceback whose last line is ``<module>.<ErrorClass>: <the same line>``, since the error
-is raised where the problem is found and nothing above re-raises it.
-
-Errors raised by other code (torch, mmengine, the hosts) reach :func:`run_tool` too: it prints
-them on one line with the place that raised them. The full traceback is behind a flag:
-``--traceback`` on the command line, or ``MMPOSENC_TRACEBACK=1`` in the environment.
+"""Errors a user can cause, one line each, and the tools' one-line error printing.
 
 Examples:
     >>> raise CheckpointDownloadError('https://x/a.pth: no network; put a.pth in /tmp')
@@ -35,9 +24,6 @@ def one_line(text):
 class MMPosEncError(Exception):
     """An error a user can cause, whose one-line message says what is wrong and what to do.
 
-    Newlines in the message are joined into one line, so that a traceback's last line holds
-    the whole message.
-
     Args:
         message (str): The message.
     """
@@ -50,17 +36,13 @@ class MMPosEncError(Exception):
 
 
 class CheckpointDownloadError(MMPosEncError, OSError):
-    """A checkpoint could not be downloaded; the message names the URL, the local path it is
-    expected at and what to set offline."""
+    """A checkpoint could not be downloaded (the message says where to put it offline)."""
 
 
 def error_line(err):
     """The one line :func:`run_tool` prints for ``err``.
 
-    ``Type: message`` for an :class:`MMPosEncError`, also where another exception wraps one
-    (its chain holds it: the innermost is printed). For other exceptions the message's lines
-    are joined, and the place that raised it, the exception that caused it (the chain's
-    innermost) and the flag for the full traceback are added.
+    The innermost :class:`MMPosEncError` of the chain, else ``err`` with its place and cause.
 
     Args:
         err (BaseException): The exception.
@@ -101,8 +83,7 @@ def _type_and_message(err):
 
 
 def _short(path):
-    """``path`` from its package folder on (``mmdet/models/...``, ``mmposenc/...``), or as
-    given."""
+    """``path`` from its package folder on (``mmdet/models/...``), or as given."""
     parts = osp.normpath(path).split(os.sep)
     for anchor in ('site-packages', 'dist-packages'):
         if anchor in parts:
@@ -114,8 +95,7 @@ def _short(path):
 
 
 def traceback_requested(argv=None):
-    """Whether ``--traceback`` is in ``argv`` (default ``sys.argv[1:]``) or
-    ``MMPOSENC_TRACEBACK=1`` is set."""
+    """Whether ``--traceback`` is in ``argv`` or ``MMPOSENC_TRACEBACK=1`` is set."""
     argv = sys.argv[1:] if argv is None else argv
     return TRACEBACK_FLAG in argv or os.environ.get(TRACEBACK_ENV, '0') == '1'
 
@@ -131,9 +111,8 @@ def run_tool(main, argv=None):
         Any: What ``main`` returns.
 
     Raises:
-        SystemExit: after an exception, with its :func:`error_line` (the interpreter prints it
-            on stderr and exits with status 1). With ``--traceback`` in ``argv`` or
-            ``MMPOSENC_TRACEBACK=1`` the exception itself propagates (the full traceback).
+        SystemExit: after an exception, with its :func:`error_line` (status 1), unless a
+            traceback is requested.
     """
     if traceback_requested(argv):
         return main(argv)

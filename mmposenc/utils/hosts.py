@@ -1,10 +1,6 @@
 """The host packages mmposenc runs on, checked by module name and version when imported.
 
-mmposenc declares no host in its ``install_requires``: the hosts come in two families with the
-same module names and different distribution names (upstream OpenMMLab ``mmcv``, ``mmdet``,
-... and the maintained fork ``onedl-mmcv``, ``onedl-mmdetection``, ...), and a requirement on
-either name would make pip install it over the other. What mmposenc needs is checked here
-instead, on the modules themselves.
+No host is in ``install_requires``: upstream and onedl-* share module names, not distributions.
 
 Examples:
     >>> from mmposenc.utils.hosts import check_host
@@ -30,8 +26,7 @@ class HostVersionError(ImportError):
 
 
 def version_tuple(version):
-    """``'3.5.1'`` -> ``(3, 5, 1)``; local and pre-release tags are dropped (``'2.13.0+cu130'``,
-    ``'0.10.8rc1'``)."""
+    """``'3.5.1'`` -> ``(3, 5, 1)``; local and pre-release tags are dropped."""
     match = re.match(r'\d+(\.\d+)*', str(version))
     if match is None:
         raise ValueError(f'not a version: {version!r}')
@@ -59,8 +54,7 @@ def check_host(module, needed_by='mmposenc'):
         str: The version found.
 
     Raises:
-        HostVersionError: One line naming the module, the supported range and what to install,
-            when the module is missing or its version is outside the range.
+        HostVersionError: The module is missing or its version is outside the range.
     """
     try:
         mod = importlib.import_module(module)

@@ -1,8 +1,4 @@
-"""Config and Runner helpers of the tools: load a config and build its Runner, stretch a
-schedule, drop ``Pretrained`` init_cfgs.
-
-Shared by ``tools/`` (train.py, test.py, the demo, the benchmarks, the export) and the studies
-of ``projects/``.
+"""Config and Runner helpers of the tools: load a config, build its Runner, stretch a schedule.
 
 Examples:
     >>> from mmposenc.utils.tools.runner import drop_pretrained
@@ -49,10 +45,7 @@ def load_config(path, cfg_options=None, work_dir=None, launcher='none'):
 def _adapt_distributed_to_cpu(cfg):
     """Let a distributed launch run on CPU-only machines (gloo, DDP without device_ids).
 
-    mmengine 0.10.7 fails there twice: its ``init_dist`` calls ``torch.cuda.set_device``
-    whatever the backend, and its Runner gives DDP ``device_ids=[LOCAL_RANK]``, which DDP
-    refuses for a CPU module. The process group is therefore initialised here (the Runner
-    then skips its own ``init_dist``) and the wrapper gets ``device_ids=None``.
+    See docs/user_guides/train_test.md for why mmengine alone fails there.
     """
     import torch
     if torch.cuda.is_available():
