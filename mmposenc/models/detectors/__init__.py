@@ -1,8 +1,5 @@
-"""Detectors of mmposenc: the only package that imports mmdet.
-
-Not imported by :mod:`mmposenc.models`; configs load it with
-``custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)``.
-"""
+"""Detectors of mmposenc: the only package that imports mmdet (configs load it with
+``custom_imports = dict(imports=['mmposenc.models.detectors'], allow_failed_imports=False)``)."""
 from .host import MMDET_VERSION  # first: one line where mmdet is missing or out of range
 from .encoder_pos import EncoderPosMixin
 from .layers import PEG_ENCODERS, PEGEncoderMixin

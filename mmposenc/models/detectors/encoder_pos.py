@@ -1,36 +1,5 @@
-"""The encoder position switch of every mmposenc detector: one mechanism for all hosts.
-
-mmdet hard-codes a :class:`~mmdet.models.layers.SinePositionalEncoding` in the encoder of its
-DETR family (DETR, Conditional-DETR, DAB-DETR, Deformable-DETR, DINO) and of Mask2Former's
-pixel decoder. :class:`EncoderPosMixin` replaces it by configuration, for every host alike:
-
-- the modes (:data:`ENCODER_POS_TYPES`) and their validation (:func:`check_ablation_args`:
-  an option the mode would not use is refused, never dropped);
-- what a mode builds: the encoder the host built, turned into its PEG version in place
-  (:meth:`EncoderPosMixin.install_peg_encoder`, the encoders of
-  :mod:`mmposenc.models.detectors.layers`; no host's ``_init_layers`` is copied and the stock
-  modules are initialised as in the stock model at the same seed), the CAPE, the rotary
-  encoding (its attention layers made rotary);
-- the position source: the positions of one level (:meth:`EncoderPosMixin.level_pos`: sine,
-  CAPE, level embedding, none) and the rotary angles the encoder is given
-  (:meth:`EncoderPosMixin.rotary_kwargs`).
-
-The detectors' stages (``pre_transformer``, ``forward_encoder``, ``forward_decoder``) that
-feed these into mmdet's transformer are in the detector modules:
-:class:`~mmposenc.models.detectors.peg_detr.DetrEncoderPosMixin` (single level: DETR,
-Conditional-DETR, DAB-DETR) and
-:class:`~mmposenc.models.detectors.peg_deformable_detr.DeformableEncoderPosMixin` (multi-level:
-Deformable-DETR, DINO). A new detector of either kind is then one class line, e.g.::
-
-    @MODELS.register_module()
-    class PEGDINO(DeformableEncoderPosMixin, DINO):
-        '''DINO with the encoder position switch.'''
-
-Position encodings used elsewhere than in the encoder are the host's and stay: the memory
-positions of the DETR-like decoders' cross-attention (``decoder_pos='sine'`` by default), the
-box-coordinate sine of DAB-DETR's and DINO's query positions (computed from the reference boxes,
-not by the positional-encoding module) and Mask2Former's transformer-decoder level positions.
-"""
+"""The encoder position switch of every mmposenc detector (see
+``docs/user_guides/swap_detector_pe.md``)."""
 import copy
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
@@ -46,8 +15,7 @@ from .layers import (PEG_ENCODERS, PEGDABDetrTransformerEncoder,  # noqa: F401
                      PEGEncoderMixin, PEGMask2FormerTransformerEncoder, build_pegs,
                      check_peg_after, encoder_angles, install_rotary_attention)
 
-#: Rotary encoder positions (dot-product self-attention only: DETR, Conditional-DETR, DAB-DETR)
-#: and the encoding each builds by default.
+#: Rotary encoder positions and the encoding each builds by default.
 ROTARY_ENCODER_POS = {
     'rope_mixed': 'mmposenc.RoPEMixed',
     'rope_mixed+peg': 'mmposenc.RoPEMixed',
@@ -59,8 +27,7 @@ ENCODER_POS_TYPES = ('sine', 'peg', 'sine+peg', 'cape', 'cape+peg', 'none',
                      *ROTARY_ENCODER_POS)
 #: Memory positions the DETR-like decoders' cross-attention can use.
 DECODER_POS_TYPES = ('sine', 'none')
-#: The options a mode may carry in its value (``encoder_pos=dict(mode=..., **options)``), and
-#: which modes use each.
+#: The options a mode may carry in its value, and which modes use each.
 MODE_OPTIONS = {
     'peg_after': ('peg', 'sine+peg', 'cape+peg', 'rope_mixed+peg', 'rope_dinov3+peg'),
     'peg_cfg': ('peg', 'sine+peg', 'cape+peg', 'rope_mixed+peg', 'rope_dinov3+peg'),
@@ -75,11 +42,8 @@ _MODES_HINT = dict(peg_after="'peg', 'sine+peg' or 'cape+peg'",
 
 
 def split_encoder_pos(encoder_pos) -> Tuple[str, dict]:
-    """The mode and the options of an ``encoder_pos`` value.
-
-    A string is a mode with its defaults; a dict ``dict(mode=..., **options)`` carries the
-    options of its mode (keys of :data:`MODE_OPTIONS`), so that replacing the value (e.g.
-    ``--cfg-options model.encoder_pos=sine``) replaces the options with it.
+    """The mode and the options of an ``encoder_pos`` value (a mode or ``dict(mode=...,
+    **options)``).
 
     Examples:
         >>> split_encoder_pos('sine')
@@ -124,16 +88,10 @@ def check_encoder_pos(encoder_pos: str) -> str:
 def check_ablation_args(owner: str, encoder_pos, peg_after=None, peg_cfg=None,
                         cape_cfg=None, level_embed: Optional[bool] = None,
                         rope_cfg=None) -> None:
-    """Refuse arguments that ``encoder_pos`` would silently ignore (a config meant for an
-    ablation would otherwise run the baseline): ``peg_after`` / ``peg_cfg`` without PEG,
-    ``cape_cfg`` without CAPE, ``rope_cfg`` without a rotary mode, ``level_embed=False`` with
-    sine (the sine encoding is always added with the level embedding, as in mmdet). ``None``
-    means not given. ``encoder_pos`` is a mode or ``dict(mode=..., **options)``; the options
-    of a dict are checked with the others.
+    """Refuse arguments that ``encoder_pos`` would silently ignore (``None`` = not given).
 
     Raises:
-        ValueError: One line naming ``owner``, the first argument, the mode and the fix (every
-            argument to remove).
+        ValueError: One line naming ``owner``, the argument, the mode and the fix.
     """
     mode, options = split_encoder_pos(encoder_pos)
     given = dict(peg_after=peg_after, peg_cfg=peg_cfg, cape_cfg=cape_cfg, rope_cfg=rope_cfg)
@@ -158,8 +116,7 @@ def check_ablation_args(owner: str, encoder_pos, peg_after=None, peg_cfg=None,
 
 def flatten_levels(feats: Sequence[Tensor], masks: Optional[Sequence[Tensor]],
                    positions: Sequence[Optional[Tensor]]) -> Dict[str, Optional[Tensor]]:
-    """The multi-level encoder inputs of mmdet's Deformable-DETR encoder (Deformable-DETR,
-    DINO, Mask2Former's pixel decoder), from per-level maps, masks and positions.
+    """The inputs of mmdet's Deformable-DETR encoder from per-level maps, masks and positions.
 
     Args:
         feats (Sequence[Tensor]): Maps (bs, C, h_l, w_l).
@@ -167,9 +124,8 @@ def flatten_levels(feats: Sequence[Tensor], masks: Optional[Sequence[Tensor]],
         positions (Sequence[Tensor | None]): Positions (bs, h_l * w_l, C) per level, or Nones.
 
     Returns:
-        dict: ``feat`` (bs, sum h_l w_l, C), ``feat_pos`` (or None), ``feat_mask`` (or None
-        without masks), ``spatial_shapes`` (L, 2, traceable), ``level_start_index`` and
-        ``valid_ratios`` (bs, L, 2; None without masks: the caller picks its dtype of ones).
+        dict: ``feat`` (bs, sum h_l w_l, C), ``feat_pos``, ``feat_mask``, ``spatial_shapes``
+        (L, 2), ``level_start_index`` and ``valid_ratios`` (bs, L, 2; None without masks).
     """
     spatial_shapes = torch.stack([torch._shape_as_tensor(f)[2:] for f in feats]).to(
         feats[0].device)  # traceable (ONNX)
@@ -185,52 +141,19 @@ def flatten_levels(feats: Sequence[Tensor], masks: Optional[Sequence[Tensor]],
 
 
 class EncoderPosMixin:
-    """The ``encoder_pos`` switch: arguments, encoder, positions of one level.
-
-    Put it before the host class (a detector or a pixel decoder whose encoder is built in its
-    ``__init__`` / ``_init_layers`` from the config ``self.encoder``). Its arguments are stored
-    before the host's ``__init__`` runs.
+    """Mixin with the ``encoder_pos`` switch of a detector or pixel decoder; put it before the
+    host class.
 
     Args:
-        encoder_pos (str | dict): Position encoding of the encoder tokens: a mode with its
-            defaults, or the mode with its options, ``dict(mode=..., **options)`` (the options
-            below; they go with the mode, so ``--cfg-options model.encoder_pos=sine`` replaces
-            both). The modes:
-
-            - ``'sine'``: the host's sine encoding (stock model);
-            - ``'peg'``: no sine encoding; masked PEGs at ``peg_after``;
-            - ``'sine+peg'``: both;
-            - ``'cape'``: :class:`~mmposenc.models.layers.CAPE2d` (per-image valid extent,
-              augmented in training only) where the sine encoding was;
-            - ``'cape+peg'``: CAPE and masked PEGs;
-            - ``'rope_mixed'`` / ``'rope_dinov3'``: no additive encoding; the queries and keys
-              of every encoder self-attention rotated by
-              :class:`~mmposenc.models.layers.RoPEMixed` /
-              :class:`~mmposenc.models.layers.DINOv3RoPE` (dot-product attention only: DETR,
-              Conditional-DETR, DAB-DETR; refused with a ValueError elsewhere);
-            - ``'rope_mixed+peg'`` / ``'rope_dinov3+peg'``: the rotary encoding and masked PEGs;
-            - ``'none'``: neither.
-
-            Defaults to ``'peg'``.
-        peg_after (Sequence[int], optional): PEG positions for the PEG modes: ``i`` = after
-            encoder layer ``i``, ``-1`` = before the first layer. None (default) is ``(0, )``
-            (CPVT).
-        peg_cfg (dict, optional): Config of each PEG. Defaults to the host kind's
-            (:attr:`default_peg_cfg`).
-        cape_cfg (dict, optional): Config of the encoder's CAPE for ``'cape'`` /
-            ``'cape+peg'`` (``embed_dims`` filled in). None (default) is
+        encoder_pos (str | dict): A mode of :data:`ENCODER_POS_TYPES`, or
+            ``dict(mode=..., **options)`` with the options below. Defaults to ``'peg'``.
+        peg_after (Sequence[int], optional): PEG positions: ``i`` = after encoder layer ``i``,
+            ``-1`` = before the first layer. None (default) is ``(0, )``.
+        peg_cfg (dict, optional): Config of each PEG. Defaults to :attr:`default_peg_cfg`.
+        cape_cfg (dict, optional): Config of the encoder's CAPE. None (default) is
             ``dict(type='mmposenc.CAPE2d')``.
-        rope_cfg (dict, optional): Config of the rotary encoding of the rotary modes
-            (``embed_dims``, ``num_heads``, ``num_layers`` of the encoder filled in; its type,
-            if given, must be the mode's). None (default) is the mode's class with its
-            defaults (:data:`ROTARY_ENCODER_POS`).
-
-    The options may also be given as arguments of their own (as configs written before the
-    mode's value carried them do); an option given both ways is refused. A mode the host
-    cannot run is refused first, with the reason (:meth:`check_mode_supported`); then
-    ``peg_after`` or ``peg_cfg`` with a mode without PEG, ``cape_cfg`` with a mode without
-    CAPE and ``rope_cfg`` with a mode without rotation are refused with a ValueError
-    (:func:`check_ablation_args`): they would be ignored.
+        rope_cfg (dict, optional): Config of the rotary encoding. None (default) is the
+            mode's class (:data:`ROTARY_ENCODER_POS`).
 
     Examples:
         >>> # in a config inheriting mmdet::detr/detr_r50_8xb2-150e_coco.py
@@ -273,8 +196,7 @@ class EncoderPosMixin:
         super().__init__(*args, **kwargs)
 
     def check_mode_supported(self, mode: str) -> None:
-        """Refuse, with the reason first, a mode this host cannot run (the rotary modes on a
-        deformable-attention encoder)."""
+        """Refuse a mode this host cannot run (rotary on deformable attention)."""
         if mode in ROTARY_ENCODER_POS and not self.supports_rotary:
             raise ValueError(
                 f'{type(self).__name__}: rotary encodings need dot-product attention, and this '
@@ -312,12 +234,8 @@ class EncoderPosMixin:
         return self.positional_encoding
 
     def install_peg_encoder(self, **peg_defaults) -> None:
-        """Turn the encoder the host built into its PEG version in place
-        (:meth:`PEGEncoderMixin.convert`: same layers, weights and state-dict keys, plus
-        ``pegs``), and build the CAPE (``self.cape``, None without CAPE) and the rotary
-        encoding (``self.rope``, None without rotation). The encoder is built once, by the
-        host: the stock modules are initialised from the same random stream as in the stock
-        model."""
+        """Turn the host's encoder into its PEG version in place and build ``self.cape`` and
+        ``self.rope`` (None where unused)."""
         peg_cls = PEG_ENCODERS.get(type(self.encoder))
         if peg_cls is None:
             raise TypeError(f'no PEG version of {type(self.encoder).__name__} in '
@@ -338,10 +256,8 @@ class EncoderPosMixin:
         return {}
 
     def init_weights(self) -> None:
-        """The host's initialisation, then the PEG convolutions get their own default (the
-        hosts' xavier on every >1-dim encoder weight is not meant for a depthwise kernel),
-        then the ``init_cfg`` of the PEGs' modules, if any (the hosts' initialisation runs
-        after their children's and would overwrite it)."""
+        """The host's initialisation, then the PEG convolutions' default one (not the host's
+        xavier) and the PEGs' own ``init_cfg``."""
         super().init_weights()
         for peg in self.encoder.pegs:
             for m in peg.modules():
@@ -363,9 +279,7 @@ class EncoderPosMixin:
         return MODELS.build(cfg)
 
     def _build_rope(self) -> Optional[nn.Module]:
-        """The encoder's rotary encoding (``rope_cfg``), its attention layers made rotary
-        (:func:`~mmposenc.models.detectors.layers.install_rotary_attention`); None without a
-        rotary mode."""
+        """The encoder's rotary encoding, its attention made rotary; None without rotation."""
         if not self.encoder_uses_rope:
             return None
         default_type = ROTARY_ENCODER_POS[self.encoder_pos]
@@ -384,14 +298,12 @@ class EncoderPosMixin:
         return rope
 
     def _cape_pos(self, feat: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
-        """CAPE of the (bs, C, h, w) map ``feat``'s grid as (bs, h*w, C) in ``feat``'s dtype;
-        ``padding_mask`` (bs, h*w) or None. Zero at padded tokens."""
+        """CAPE of ``feat``'s grid as (bs, h*w, C), zero at padded tokens."""
         return self.cape(
             feat.shape[-2:], batch_size=feat.shape[0], padding_mask=padding_mask).to(feat.dtype)
 
     def sine_pos(self, feat: Tensor, mask: Optional[Tensor]) -> Tensor:
-        """The host's sine encoding of ``feat``'s grid as (bs, h*w, C); ``mask`` (bs, h, w)
-        normalises each image over its valid extent, None over the whole map."""
+        """The host's sine encoding of ``feat``'s grid as (bs, h*w, C), normalised per image."""
         sine = (self.sine_encoding(None, input=feat)
                 if mask is None else self.sine_encoding(mask))
         # mmdet's sine is float32: a float64 model gets it in float64 (bf16 / fp16 keep it)
@@ -401,10 +313,6 @@ class EncoderPosMixin:
     def level_pos(self, feat: Tensor, mask: Optional[Tensor],
                   level_embed: Optional[Tensor] = None) -> Optional[Tensor]:
         """Encoder positions of one level per ``encoder_pos``, (bs, h*w, C) or None.
-
-        Sine (with sine) or CAPE (with CAPE), plus ``level_embed`` (C, ) where given (with sine,
-        or without it when :attr:`use_level_embed`); None when nothing applies. The sine and
-        the level embedding are added as mmdet adds them, so ``'sine'`` is the stock sum.
 
         Args:
             feat (Tensor): The level's map (bs, C, h, w).
@@ -429,10 +337,7 @@ class EncoderPosMixin:
 
     def rotary_kwargs(self, hw_shape: Optional[Sequence[int]],
                       padding_mask: Optional[Tensor], device) -> dict:
-        """The encoder's extra keyword arguments of a rotary mode: ``rotary=(encoding,
-        angles)``, the angles of every layer for the ``hw_shape`` grid (each image's own
-        region per ``padding_mask`` (bs, h*w)), which the encoder's loop hands to the rotary
-        attention of each layer; ``{}`` without rotation."""
+        """The encoder's ``rotary=(encoding, angles)`` keyword in a rotary mode, else ``{}``."""
         if self.rope is None:
             return {}
         if hw_shape is None:

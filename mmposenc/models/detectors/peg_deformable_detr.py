@@ -1,31 +1,5 @@
-"""Deformable-DETR whose encoder position encoding is chosen by config (CPVT "DD + PEG").
-
-:class:`PEGDeformableDETR` is mmdet's :class:`~mmdet.models.DeformableDETR` with the shared
-switch of :mod:`mmposenc.models.detectors.encoder_pos` and the stage of
-:class:`DeformableEncoderPosMixin` here (``pre_transformer`` with exact masks and the positions
-of ``encoder_pos``, shared with DINO); its encoder,
-:class:`~mmposenc.models.detectors.layers.PEGDeformableDetrTransformerEncoder`, applies a
-:class:`~mmposenc.models.layers.MultiLevelMaskedPEG` (each level on its own grid with its own
-padding mask) after chosen layers. ``with_box_refine``, ``as_two_stage`` and the no-mask path
-(all images of the batch the same size, as in ONNX export) work as in mmdet.
-
-The padding masks of all levels are exact (:class:`~mmposenc.models.detectors.PaddingExactMixin`,
-stride measured per level, the extra stride-64 level included), and a neck that takes padding
-masks (:class:`~mmposenc.models.necks.MaskedChannelMapper`, the default of our configs) gets
-them, so that with equal backbone features an image's encoder input and output do not depend on
-the batch. With ``encoder_pos='sine'`` and mmdet's ``ChannelMapper`` the model is bit-identical to
-mmdet's where mmdet's nearest-interpolated masks are exact (padded sizes that are multiples of
-every level's stride, or no padding) and differs, by being exact, elsewhere.
-
-``encoder_pos='cape'`` uses a :class:`~mmposenc.models.layers.CAPE2d` per level instead of the
-sine encoding: each level's grid with its own padding mask, the positions of each image's
-valid region scaled to ``[-1, 1]`` (so the levels share one coordinate frame), plus the level
-embedding as with the sine encoding.
-
-The deformable decoder's cross-attention uses no memory position embedding (it samples the
-memory around reference points), so unlike :class:`~mmposenc.models.detectors.PEGDETR` there is
-no ``decoder_pos`` switch: the encoder position encoding is the only one that changes.
-"""
+"""Deformable-DETR whose encoder position encoding is chosen by config (see
+``docs/user_guides/swap_detector_pe.md``)."""
 from typing import Dict, Optional, Tuple
 
 from mmdet.models.detectors.deformable_detr import DeformableDETR
@@ -45,16 +19,13 @@ __all__ = ['PEGDeformableDETR', 'DeformableEncoderPosMixin',
 
 
 class DeformableEncoderPosMixin(PaddingExactMixin, EncoderPosMixin):
-    """The switch for Deformable-DETR-like detectors (multi-level: Deformable-DETR, DINO).
+    """Mixin with the encoder position switch for multi-level detectors (Deformable-DETR, DINO).
 
     Args:
-        level_embed (bool, optional): Without sine (``'peg'``, ``'cape'``, ``'none'``, ...),
-            still add the learnt level embedding to the encoder positions (it tells levels
-            apart; it carries no spatial position). When False the ``level_embed`` parameter
-            stays (for checkpoint compatibility) but is unused; False with sine is refused (the
-            sine encoding always comes with it). None (default) is True.
-        peg_cfg (dict): Config of each PEG; ``share_weights=True`` shares one PEG across the
-            levels. Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
+        level_embed (bool, optional): Add the level embedding without sine (False leaves the
+            parameter unused; refused with sine). None (default) is True.
+        peg_cfg (dict): Config of each PEG (``share_weights=True``: one for all levels).
+            Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
             share_weights=False)``.
         **kwargs: Those of :class:`EncoderPosMixin` and of the host detector.
     """
@@ -75,17 +46,8 @@ class DeformableEncoderPosMixin(PaddingExactMixin, EncoderPosMixin):
     def pre_transformer(self,
                         mlvl_feats: Tuple[Tensor],
                         batch_data_samples: OptSampleList = None) -> Tuple[Dict, Dict]:
-        """As mmdet's ``DeformableDETR.pre_transformer`` with exact padding masks; positions
-        per ``encoder_pos`` (:meth:`level_pos`).
-
-        Each level's mask marks exactly the ``ceil(img_h / s) x ceil(img_w / s)`` cells an
-        image has alone, ``s`` measured per level (stride-64 extra level included;
-        :meth:`PaddingExactMixin.feature_padding_masks`), where mmdet nearest-interpolates
-        the pixel mask. The masks give the encoder and decoder key padding masks, the sine
-        normalisation, the CAPE extents and ``valid_ratios``. Where mmdet's masks are exact
-        (batch sizes that are multiples of every level's stride) ``encoder_pos='sine'``
-        computes exactly what mmdet computes.
-        """
+        """mmdet's ``DeformableDETR.pre_transformer`` with exact padding masks and the
+        positions of :meth:`level_pos`."""
         assert batch_data_samples is not None
         masks = self.feature_padding_masks(mlvl_feats, batch_data_samples,
                                            self.encoder_strides)
@@ -111,36 +73,19 @@ class DeformableEncoderPosMixin(PaddingExactMixin, EncoderPosMixin):
 class PEGDeformableDETR(StableSelectionMixin, DeformableEncoderPosMixin, DeformableDETR):
     """Deformable-DETR with a configurable encoder position encoding (CPVT "DD w/o PE + PEG").
 
-    `Conditional Positional Encodings for Vision Transformers
-    <https://arxiv.org/abs/2102.10882>`_ on top of `Deformable DETR
-    <https://arxiv.org/abs/2010.04159>`_.
-
     Args:
-        encoder_pos (str): Position encoding of the encoder tokens.
-
-            - ``'sine'``: sine encoding + level embedding (stock; identical to mmdet where
-              mmdet's masks are exact, see the module doc);
-            - ``'peg'``: no sine encoding; multi-level masked PEGs at ``peg_after``;
-            - ``'sine+peg'``: both;
-            - ``'cape'``: :class:`~mmposenc.models.layers.CAPE2d` per level (own grid, own
-              mask) + level embedding instead of sine + level embedding;
-            - ``'cape+peg'``: CAPE and multi-level masked PEGs;
-            - ``'none'``: no sine encoding and no PEG.
-
-            Defaults to ``'peg'``.
-        level_embed (bool): Without sine (``'peg'``, ``'cape'``, ``'none'``, ...), still add
-            the learnt level embedding to ``query_pos`` (it tells levels apart; it carries no
-            spatial position). When False the ``level_embed`` parameter stays (for checkpoint
-            compatibility) but is unused. Defaults to True.
+        encoder_pos (str): The encoder's position encoding: ``'sine'`` (stock, with the level
+            embedding), ``'peg'``, ``'sine+peg'``, ``'cape'`` (per level), ``'cape+peg'`` or
+            ``'none'``. Defaults to ``'peg'``.
+        level_embed (bool): Add the level embedding without sine (False leaves the parameter
+            unused). Defaults to True.
         peg_after (Sequence[int]): ``i`` = a PEG after encoder layer ``i``, ``-1`` = before
-            the first layer. Defaults to ``(0, )`` (CPVT).
-        peg_cfg (dict): Config of each PEG; ``share_weights=True`` shares one PEG across the
-            levels. Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3,
-            share_weights=False)``.
-        cape_cfg (dict): Config of the encoder's CAPE for ``'cape'`` / ``'cape+peg'``
-            (``embed_dims`` filled in). Defaults to ``dict(type='mmposenc.CAPE2d')``.
-        *args, **kwargs: Those of :class:`mmdet.models.DeformableDETR` (``with_box_refine``,
-            ``as_two_stage``, ``num_feature_levels``, ...).
+            the first layer. Defaults to ``(0, )``.
+        peg_cfg (dict): Config of each PEG. Defaults to
+            ``dict(type='mmposenc.MultiLevelMaskedPEG', kernel_size=3, share_weights=False)``.
+        cape_cfg (dict): Config of the encoder's CAPE. Defaults to
+            ``dict(type='mmposenc.CAPE2d')``.
+        *args, **kwargs: Those of :class:`mmdet.models.DeformableDETR`.
 
     Examples:
         >>> # in a config inheriting mmdet::deformable_detr/deformable-detr_r50_16xb2-50e_coco.py

@@ -1,42 +1,5 @@
-"""Conditional-DETR, DAB-DETR and DINO with the encoder position switch.
-
-Each is mmdet's detector plus the shared switch of
-:mod:`mmposenc.models.detectors.encoder_pos` and the stages of
-:class:`~mmposenc.models.detectors.peg_detr.DetrEncoderPosMixin` /
-:class:`~mmposenc.models.detectors.peg_deformable_detr.DeformableEncoderPosMixin`: ``encoder_pos`` ('sine' / 'peg' / 'sine+peg' /
-'cape' / 'cape+peg' / 'none'), ``peg_after``, ``peg_cfg``, ``cape_cfg``, exact padding masks
-(:class:`~mmposenc.models.detectors.PaddingExactMixin`). ``encoder_pos='sine'`` is the stock
-model (same state-dict keys; bit-identical where mmdet's nearest-interpolated masks are exact:
-no padding, or padded sizes that are multiples of every stride).
-
-What each keeps of the host's position encodings by default:
-
-- Conditional-DETR and DAB-DETR (one level, :class:`DetrEncoderPosMixin`): the decoder's
-  cross-attention keys get the sine memory positions (``decoder_pos='sine'``; ``'none'`` gives
-  zeros); their conditional spatial queries and DAB-DETR's anchor-box query positions are sine
-  encodings of the reference points, computed by the decoders and unchanged. DAB-DETR's encoder
-  scales the position embedding of each layer by an MLP of the tokens; without a position
-  embedding (``'peg'``, ``'none'``) that MLP is unused (kept so that stock checkpoints load).
-- Conditional-DETR's decoder encodes its reference points with ``coordinate_to_encoding``'s
-  default of 128 features per axis (256 channels) whatever the width, and projects them with
-  ``Linear(embed_dims, embed_dims)``: at any width but 256 mmdet's model fails in its first
-  forward. ``ref_sine_feats='embed_dims'`` (:class:`WidthConditionalDetrTransformerDecoder`)
-  takes ``embed_dims // 2`` per axis, as mmdet's DAB-DETR decoder does; at width 256 that is
-  128 and the model is mmdet's bit for bit. The default ``'mmdet'`` keeps mmdet's decoder and
-  refuses other widths when built.
-- DINO (multi-level, :class:`DeformableEncoderPosMixin`): the deformable decoder takes no memory
-  positions; its query positions (sine of the anchor boxes) and denoising queries are DINO's,
-  as are the two-stage proposals (computed from the exact masks). The learnt level embedding
-  stays on the encoder tokens without sine (``level_embed=True``). Two changes make DINO's
-  predictions padding-exact (:mod:`mmposenc.models.detectors.exact_queries`): the query
-  selection ranks the image's own tokens only (:class:`ExactTwoStageMixin`: padded tokens
-  scored lowest), and the decoder encodes its query positions from the anchor boxes relative
-  to the image (:class:`ExactQueryPosDinoDecoder`), where mmdet encodes them scaled to the
-  padded batch (``reference_points * valid_ratios``); ``exact_queries=False`` turns both off.
-
-GroundingDINO is not here: its text branch needs a BERT checkpoint that cannot be downloaded in
-our test environment, so it could not be tested.
-"""
+"""Conditional-DETR, DAB-DETR and DINO with the encoder position switch (see
+``docs/user_guides/swap_detector_pe.md``)."""
 import inspect
 
 import torch
@@ -61,18 +24,8 @@ MMDET_REF_SINE_FEATS = inspect.signature(coordinate_to_encoding).parameters['num
 
 
 class WidthConditionalDetrTransformerDecoder(ConditionalDetrTransformerDecoder):
-    """mmdet's Conditional-DETR decoder with the reference-point sine at the decoder's width.
-
-    mmdet's :class:`~mmdet.models.layers.ConditionalDetrTransformerDecoder` calls
-    ``coordinate_to_encoding(reference_xy)`` with its default ``num_feats=128`` (a 256-channel
-    sine whatever ``embed_dims``), which its cross-attention's ``qpos_sine_proj``
-    (``Linear(embed_dims, embed_dims)``) and ``query_scale`` (``embed_dims`` outputs) accept at
-    width 256 only. This decoder encodes ``embed_dims // 2`` features per axis (``embed_dims``
-    channels, as mmdet's DAB-DETR decoder does); everything else is mmdet's: same modules,
-    parameters and state-dict keys, and at width 256 the same computation bit for bit.
-    :class:`PEGConditionalDETR` makes its decoder this class in place with
-    ``ref_sine_feats='embed_dims'``.
-    """
+    """mmdet's Conditional-DETR decoder with the reference-point sine at the decoder's width
+    (same state dict; mmdet's bit for bit at width 256)."""
 
     def forward(self,
                 query: Tensor,
@@ -85,15 +38,13 @@ class WidthConditionalDetrTransformerDecoder(ConditionalDetrTransformerDecoder):
         Args:
             query (Tensor): Content queries, (bs, num_queries, embed_dims).
             key (Tensor): Encoder memory, (bs, num_keys, embed_dims).
-            query_pos (Tensor): Query positions (the learnt query embedding),
-                (bs, num_queries, embed_dims).
+            query_pos (Tensor): Query positions, (bs, num_queries, embed_dims).
             key_pos (Tensor): Memory positions, (bs, num_keys, embed_dims), or None.
             key_padding_mask (Tensor): (bs, num_keys), True at padded keys.
 
         Returns:
-            tuple[Tensor]: The decoder's (post-normed) outputs, (num_layers, bs, num_queries,
-            embed_dims) with ``return_intermediate`` (else (1, ...)), and the reference points
-            (bs, num_queries, 2) in [0, 1].
+            tuple[Tensor]: The post-normed outputs, (num_layers or 1, bs, num_queries,
+            embed_dims), and the reference points (bs, num_queries, 2) in [0, 1].
         """
         reference = self.ref_point_head(query_pos).sigmoid()  # [bs, num_queries, 2]
         reference_xy = reference[..., :2]
@@ -122,15 +73,9 @@ class WidthConditionalDetrTransformerDecoder(ConditionalDetrTransformerDecoder):
 class PEGConditionalDETR(StableSelectionMixin, DetrEncoderPosMixin, ConditionalDETR):
     """Conditional-DETR with a configurable encoder position encoding.
 
-    `Conditional DETR for Fast Training Convergence <https://arxiv.org/abs/2108.06152>`_ with
-    the encoder positions of `CPVT <https://arxiv.org/abs/2102.10882>`_ (PEG) or
-    `CAPE <https://arxiv.org/abs/2106.03143>`_.
-
     Args:
         encoder_pos (str): ``'sine'`` (stock), ``'peg'``, ``'sine+peg'``, ``'cape'``,
-            ``'cape+peg'`` or ``'none'``
-            (:class:`~mmposenc.models.detectors.encoder_pos.EncoderPosMixin`).
-            Defaults to ``'peg'``.
+            ``'cape+peg'`` or ``'none'``. Defaults to ``'peg'``.
         decoder_pos (str): Memory positions of the cross-attention keys: ``'sine'`` (stock)
             or ``'none'``. Defaults to ``'sine'``.
         peg_after (Sequence[int]): PEG positions (``-1`` = before the first layer).
@@ -138,16 +83,9 @@ class PEGConditionalDETR(StableSelectionMixin, DetrEncoderPosMixin, ConditionalD
         peg_cfg (dict, optional): Config of each PEG. Defaults to
             ``dict(type='mmposenc.MaskedPEG', kernel_size=3)``.
         cape_cfg (dict): Config of the CAPE. Defaults to ``dict(type='mmposenc.CAPE2d')``.
-        ref_sine_feats (str): Features per axis of the decoder's sine of the reference points
-            (its conditional spatial queries):
-
-            - ``'mmdet'``: mmdet's 128 (256 channels), which works at ``embed_dims`` 256 only
-              (another width is refused when built);
-            - ``'embed_dims'``: ``embed_dims // 2``
-              (:class:`WidthConditionalDetrTransformerDecoder`; ``embed_dims`` a multiple of
-              4), for models of any width; at 256 the same model as ``'mmdet'`` bit for bit.
-
-            Same parameters and state dict either way. Defaults to ``'mmdet'``.
+        ref_sine_feats (str): Features per axis of the decoder's reference-point sine:
+            ``'mmdet'`` (128, width 256 only) or ``'embed_dims'`` (``embed_dims // 2``).
+            Defaults to ``'mmdet'``.
         *args, **kwargs: Those of :class:`mmdet.models.ConditionalDETR`.
 
     Examples:
@@ -165,8 +103,8 @@ class PEGConditionalDETR(StableSelectionMixin, DetrEncoderPosMixin, ConditionalD
         super().__init__(*args, **kwargs)
 
     def _init_layers(self) -> None:
-        """The host's layers; with ``ref_sine_feats='embed_dims'`` the decoder made
-        :class:`WidthConditionalDetrTransformerDecoder` in place (same modules and weights)."""
+        """The host's layers, the decoder made :class:`WidthConditionalDetrTransformerDecoder`
+        in place with ``ref_sine_feats='embed_dims'``."""
         super()._init_layers()
         dims = self.decoder.embed_dims
         if self.ref_sine_feats == 'embed_dims':
@@ -189,10 +127,6 @@ class PEGConditionalDETR(StableSelectionMixin, DetrEncoderPosMixin, ConditionalD
 class PEGDABDETR(StableSelectionMixin, DetrEncoderPosMixin, DABDETR):
     """DAB-DETR with a configurable encoder position encoding.
 
-    `DAB-DETR: Dynamic Anchor Boxes are Better Queries for DETR
-    <https://arxiv.org/abs/2201.12329>`_ with the encoder positions of
-    `CPVT <https://arxiv.org/abs/2102.10882>`_ (PEG) or `CAPE <https://arxiv.org/abs/2106.03143>`_.
-
     Args:
         encoder_pos (str): ``'sine'`` (stock), ``'peg'``, ``'sine+peg'``, ``'cape'``,
             ``'cape+peg'`` or ``'none'``. Defaults to ``'peg'``.
@@ -201,8 +135,7 @@ class PEGDABDETR(StableSelectionMixin, DetrEncoderPosMixin, DABDETR):
         peg_after (Sequence[int]): PEG positions. Defaults to ``(0, )``.
         peg_cfg (dict, optional): Defaults to ``dict(type='mmposenc.MaskedPEG', kernel_size=3)``.
         cape_cfg (dict): Defaults to ``dict(type='mmposenc.CAPE2d')``.
-        *args, **kwargs: Those of :class:`mmdet.models.DABDETR` (``with_random_refpoints``,
-            ``num_patterns``, ...).
+        *args, **kwargs: Those of :class:`mmdet.models.DABDETR`.
 
     Examples:
         >>> # in a config inheriting mmdet::dab_detr/dab-detr_r50_8xb2-50e_coco.py
@@ -214,11 +147,6 @@ class PEGDABDETR(StableSelectionMixin, DetrEncoderPosMixin, DABDETR):
 class PEGDINO(StableSelectionMixin, ExactTwoStageMixin, DeformableEncoderPosMixin, DINO):
     """DINO with a configurable encoder position encoding.
 
-    `DINO: DETR with Improved DeNoising Anchor Boxes for End-to-End Object Detection
-    <https://arxiv.org/abs/2203.03605>`_ with the encoder positions of
-    `CPVT <https://arxiv.org/abs/2102.10882>`_ (multi-level masked PEG) or
-    `CAPE <https://arxiv.org/abs/2106.03143>`_ (one per level).
-
     Args:
         encoder_pos (str): ``'sine'`` (stock: sine + level embedding), ``'peg'``,
             ``'sine+peg'``, ``'cape'``, ``'cape+peg'`` or ``'none'``. Defaults to ``'peg'``.
@@ -227,14 +155,10 @@ class PEGDINO(StableSelectionMixin, ExactTwoStageMixin, DeformableEncoderPosMixi
         peg_cfg (dict, optional): Defaults to ``dict(type='mmposenc.MultiLevelMaskedPEG',
             kernel_size=3, share_weights=False)``.
         cape_cfg (dict): Defaults to ``dict(type='mmposenc.CAPE2d')``.
-        exact_queries (bool): Padding-exact queries
-            (:mod:`~mmposenc.models.detectors.exact_queries`): the query selection over each
-            image's own tokens (:class:`ExactTwoStageMixin`) and the decoder's query positions
-            from the anchor boxes relative to each image (:class:`ExactQueryPosDinoDecoder`),
-            so that an image's predictions do not depend on the padding of its batch. False is
-            mmdet's DINO (selection over the padded batch, boxes scaled to it). Same state dict
-            either way; alone both compute the same. Defaults to True.
-        *args, **kwargs: Those of :class:`mmdet.models.DINO` (``dn_cfg``, ...).
+        exact_queries (bool): Padding-exact query selection and query positions
+            (:mod:`~mmposenc.models.detectors.exact_queries`); False is mmdet's DINO.
+            Defaults to True.
+        *args, **kwargs: Those of :class:`mmdet.models.DINO`.
 
     Examples:
         >>> # in a config inheriting mmdet::dino/dino-4scale_r50_8xb2-12e_coco.py
@@ -242,8 +166,7 @@ class PEGDINO(StableSelectionMixin, ExactTwoStageMixin, DeformableEncoderPosMixi
     """
 
     def _init_layers(self) -> None:
-        """The host's layers; with ``exact_queries`` the decoder made
-        :class:`ExactQueryPosDinoDecoder` in place (same modules and weights)."""
+        """The host's layers, the decoder made :class:`ExactQueryPosDinoDecoder` in place."""
         super()._init_layers()
         if self.exact_queries:
             self.decoder.__class__ = ExactQueryPosDinoDecoder
