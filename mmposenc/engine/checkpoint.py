@@ -1,39 +1,7 @@
 """Safe loading of local checkpoints (``import mmposenc`` registers it for mmengine).
 
-mmengine 0.10.7 calls ``torch.load(filename)`` for local files. Under torch >= 2.6 that is
-``weights_only=True``, which refuses the checkpoints mmengine's own Runner writes: their
-``message_hub`` holds :class:`~mmengine.logging.HistoryBuffer` objects (numpy arrays, and the
-buffer's statistics methods pickled as ``getattr(HistoryBuffer, 'mean')``), and metrics are
-numpy scalars. :func:`load_local_checkpoint` keeps ``weights_only=True`` and allows, only for
-the duration of its own ``torch.load`` (:func:`allowlisted`), the smallest set of globals those
-files need (:func:`safe_globals`):
-
-- ``mmengine.logging.history_buffer.HistoryBuffer``;
-- ``builtins.getattr`` restricted to the statistics methods of ``HistoryBuffer`` (any other
-  ``getattr`` in a file is refused);
-- numpy's array and scalar reconstruction (``numpy.core.multiarray._reconstruct`` and
-  ``scalar``, ``numpy.ndarray``, ``numpy.dtype``) and the dtype classes of bool, integer and
-  floating dtypes (no object dtype).
-
-With those, every checkpoint our tools write loads: mmengine Runner checkpoints (``iter_*.pth``,
-``best_*.pth``, ``--resume``), plain state dicts and the outputs of
-``tools/model_converters``. A file that names any other global (a pickle that would run code on
-load) is refused with :class:`UnsafeCheckpointError`, which names the globals. To load such a
-file you trust, opt in explicitly: ``MMPOSENC_UNSAFE_LOAD=1`` (environment) makes this loader
-call ``torch.load(weights_only=False)``. A file that is not a checkpoint at all (text, an
-empty or truncated file) raises :class:`InvalidCheckpointError`.
-
-What the allowlist touches. torch (2.6 to 2.13 at least) keeps one allowlist per process
-(``torch._weights_only_unpickler._marked_safe_globals_set``, a module-level set read by every
-``weights_only`` load in every thread; unlike ``map_location`` and ``skip_data`` it is not in
-torch's thread-local ``_serialization_tls``), and ``torch.load(weights_only=True)`` refuses a
-custom ``pickle_module``, so there is no per-call or per-thread allowlist. The entries are
-therefore added to torch's allowlist while a load runs: another thread's ``weights_only`` load
-running at the same time also accepts them. Before and after, torch's allowlist is exactly as
-the caller left it: only the entries it lacks are added (what the user registered with
-``torch.serialization.add_safe_globals`` stays, and is not removed afterwards, unlike with
-``torch.serialization.safe_globals``, whose exit removes every listed entry), and they are
-removed when the last of our concurrent loads ends.
+``weights_only=True`` plus the few globals mmengine's Runner checkpoints need; see
+docs/user_guides/train_test.md.
 """
 import logging
 import os
@@ -50,10 +18,7 @@ import torch
 
 from mmposenc.utils.errors import CheckpointDownloadError, MMPosEncError, one_line
 
-#: The oldest torch with every ``torch.serialization`` API this module uses
-#: (:data:`TORCH_APIS`): ``get_unsafe_globals_in_checkpoint`` and ``(callable, 'module.name')``
-#: allowlist entries came with torch 2.6 (pytorch/pytorch#139221, #140738, #142153);
-#: ``add_safe_globals`` with 2.4, the ``safe_globals`` context with 2.5. setup.py declares it.
+#: The oldest torch with every ``torch.serialization`` API this module uses (setup.py's pin).
 MIN_TORCH_VERSION = '2.6'
 #: The ``torch.serialization`` functions used here.
 TORCH_APIS = ('add_safe_globals', 'get_safe_globals', 'get_unsafe_globals_in_checkpoint',

@@ -1,16 +1,4 @@
-"""mmengine's default optimizer wrapper constructor with a summary instead of a log line per
-parameter.
-
-mmengine 0.10.7's ``DefaultOptimWrapperConstructor.add_params`` logs, whenever a config has a
-``paramwise_cfg``, one ``paramwise_options -- <name>:<key>=<value>`` INFO line per option of
-every parameter that gets one, and one WARNING per parameter with ``requires_grad=False``;
-neither can be turned off. The shipped configs need ``paramwise_cfg`` (the DETR family's
-backbone lr multiplier, the classifiers' weight decay exemptions) and their detectors freeze
-what the papers freeze (the ResNet stem, stage 1 and batch norms of DETR and its successors):
-a short training run of a DETR-R50 printed 118 such warnings and a CPVT-Ti 366 option lines.
-The per-parameter lines are written inside ``add_params``, so a constructor of our own is the
-only place where they can be replaced without filtering the logger.
-"""
+"""mmengine's default optimizer wrapper constructor, logging a summary per rule."""
 import logging
 from collections import OrderedDict
 from typing import List, Optional, Union
@@ -27,8 +15,7 @@ from mmposenc.registry import OPTIM_WRAPPER_CONSTRUCTORS
 
 
 def _module_group(name: str, depth: int = 2) -> str:
-    """The first ``depth`` module names of a parameter name (``backbone.layer1`` for
-    ``backbone.layer1.0.conv1.weight``)."""
+    """The first ``depth`` module names of a parameter name (``backbone.layer1``)."""
     parts = name.split('.')[:-1] or name.split('.')
     return '.'.join(parts[:depth])
 
@@ -37,24 +24,8 @@ def _module_group(name: str, depth: int = 2) -> str:
 class SummaryOptimWrapperConstructor(DefaultOptimWrapperConstructor):
     """``DefaultOptimWrapperConstructor`` that logs one line per rule, not per parameter.
 
-    The parameter groups are those of mmengine's ``DefaultOptimWrapperConstructor`` (same
-    ``paramwise_cfg`` fields: ``custom_keys``, ``bias_lr_mult``, ``bias_decay_mult``,
-    ``norm_decay_mult``, ``dwconv_decay_mult``, ``flat_decay_mult``, ``dcn_offset_lr_mult``,
-    ``bypass_duplicate``; same precedence and the same parameters left out). What it logs:
-
-    - one INFO line per distinct set of options, with the rule that set them, the number of
-      parameters and one example name (mmengine: one line per option and parameter);
-    - one INFO line counting the parameters with ``requires_grad=False`` that are left out of
-      the optimizer, by module (mmengine: one WARNING per parameter). Freezing is what the
-      config asked for (``frozen_stages``, ``norm_cfg.requires_grad=False``, a frozen PEG);
-    - one INFO line counting the duplicates skipped under ``bypass_duplicate``;
-    - one WARNING per ``custom_keys`` entry that matches no parameter of the model, or only
-      frozen ones: such a key has no effect, which mmengine does not report (mmseg's Twins
-      configs exempt ``pos_block`` from weight decay, a name no module has).
-
-    Use it with ``optim_wrapper = dict(constructor='mmposenc.SummaryOptimWrapperConstructor',
-    ...)``; without ``paramwise_cfg`` it is mmengine's constructor (every parameter in one
-    group, nothing logged).
+    Same parameter groups as mmengine's; frozen parameters are counted by module, and a
+    ``custom_keys`` entry matching no trainable parameter is one WARNING.
 
     Args:
         optim_wrapper_cfg (dict): The optimizer wrapper config, with ``optimizer``.

@@ -11,9 +11,7 @@ from mmposenc.registry import OPTIM_WRAPPERS
 class BF16OptimWrapper(OptimWrapper):
     """Optimizer wrapper running forward passes under bfloat16 autocast.
 
-    mmengine's ``AmpOptimWrapper`` refuses to run without CUDA/NPU/MLU/MUSA. bfloat16 has the
-    exponent range of float32, so no loss scaling is needed: this wrapper only adds
-    ``torch.autocast`` around ``optim_context``. ``tools/train.py --amp`` picks it on CPU.
+    ``tools/train.py --amp`` picks it where mmengine's ``AmpOptimWrapper`` refuses (no CUDA).
 
     Args:
         device_type (str): Device type of the autocast region. Defaults to 'cpu'.

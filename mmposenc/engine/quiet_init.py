@@ -1,10 +1,4 @@
-"""``init_weights`` without mmengine's per-parameter INFO lines on the console.
-
-mmengine's ``BaseModule.init_weights`` logs two lines per parameter ("The value is the same
-before and after calling `init_weights`") when the current logger has no file handler, as in
-a command-line tool: about 600 lines for a CPVT-Ti. Inside a Runner the lines go to the log
-file and are left alone.
-"""
+"""``init_weights`` without mmengine's per-parameter INFO lines on the console."""
 import contextlib
 import logging
 
@@ -14,8 +8,7 @@ def init_info_silenced(level=logging.WARNING):
     """Raise the current ``MMLogger``'s level to ``level`` inside the block, then restore it.
 
     Args:
-        level (int): The level inside the block. Defaults to ``logging.WARNING``: warnings,
-            e.g. of a partially loaded ``Pretrained`` init_cfg, still show.
+        level (int): The level inside the block. Defaults to ``logging.WARNING``.
 
     Examples:
         >>> import torch.nn as nn
