@@ -1,10 +1,5 @@
-"""Child registries of mmposenc (scope ``mmposenc``).
-
-Configs whose ``default_scope`` is ``mmdet``, ``mmseg`` or ``mmpretrain`` reach our modules as
-``type='mmposenc.PEG'``: mmengine resolves the ``mmposenc.`` prefix through the root registry's
-children, imports ``locations`` on first use and builds the module. Nothing here registers into
-mmengine's root registries.
-"""
+"""Child registries of mmposenc (scope ``mmposenc``), reached from host configs as
+``type='mmposenc.X'``; nothing registers into mmengine's root registries."""
 import copy
 import difflib
 import sys
@@ -29,17 +24,9 @@ class UnknownTypeError(KeyError):
 class Registry(_Registry):
     """A child registry whose ``build`` finds its own types whatever the default scope.
 
-    mmengine resolves an unscoped ``type`` in the registry of the *current default scope*, not
-    in the registry ``build`` was called on: inside a runner whose default scope is ``mmdet``,
-    ``MODELS.build(dict(type='PEG'))`` would look in mmdet's registry and fail. Here an
-    unscoped type registered in this registry gets this registry's scope prefix first; other
-    types (host modules such as ``ResNet`` or ``GELU``) resolve as mmengine resolves them.
-
-    An unknown type is a :class:`UnknownTypeError` (a ``KeyError``) that lists the closest
-    registered names (:func:`difflib.get_close_matches`): from :meth:`build`, and from a host
-    registry's build of ``type='mmposenc.X'``, which reaches this registry through mmengine's
-    root registry. Every other lookup behaves as mmengine's (``get`` returns ``None`` for an
-    unknown name when asked directly).
+    An unscoped type of this registry gets its scope prefix (mmengine would look in the
+    default scope's registry). An unknown type is an :class:`UnknownTypeError` listing the
+    closest registered names.
 
     Examples:
         >>> from mmposenc.registry import MODELS
@@ -61,8 +48,7 @@ class Registry(_Registry):
         except UnknownTypeError:
             raise
         except KeyError as err:
-            # mmengine's build_from_cfg: "<type> is not in the <scope>::<name> registry. ..."
-            # for this cfg's own type (nested builds raise about their own types)
+            # only mmengine's "<type> is not in the ..." about this cfg's own type
             msg = err.args[0] if err.args else ''
             if not (isinstance(obj_type, str) and isinstance(msg, str)
                     and msg.startswith(f'{obj_type} is not in the')):
@@ -75,10 +61,8 @@ class Registry(_Registry):
     def get(self, key):
         """mmengine's ``get``; a miss reached through another registry is an error.
 
-        A host registry resolves ``'mmposenc.X'`` by asking mmengine's root registry, which
-        asks this child for ``'X'``: only that lookup, when nothing (not even a Python path,
-        as ``'mmposenc.models.PEG'``) answers, raises :class:`UnknownTypeError` with the
-        closest names instead of returning ``None``. Direct lookups return ``None`` as before.
+        Only a host registry's unanswered lookup of ``'mmposenc.X'`` raises
+        :class:`UnknownTypeError`; direct lookups return ``None`` as before.
         """
         obj = super().get(key)
         if obj is not None or not isinstance(key, str):
