@@ -8,9 +8,9 @@ literals, f-strings and ``+`` chains; each ``{value}`` and each non-string opera
 anything), in mmposenc and its tools, else in the hosts' packages; the type must be a class of
 that source or a builtin.
 
-Counts a page quotes about the code are checked against the code too
-(:func:`test_quoted_counts_are_the_codes`); measured numbers carry their date and command
-(:func:`test_measured_times_carry_date_and_command`).
+A page that states the suite's size or time (``passes 2,426 tests ... in 415 s``) says when and
+how it was measured: a date and the command, in the same paragraph
+(:func:`test_suite_measurements_carry_date_and_command`).
 """
 import ast
 import builtins
@@ -261,3 +261,25 @@ def test_the_check_refuses_what_the_code_does_not_say():
     with pytest.raises(AssertionError):  # a type the code does not have
         producible('DownloadFailedError: could not download ...')
     assert common_instance(f'a{STAR}d', f'ab{STAR}') and not common_instance('abc', f'ab{STAR}d')
+
+
+SUITE_CLAIM = re.compile(r'pass(?:es|ed)? ([\d,]+) tests')
+
+
+def suite_claims():
+    """(page, paragraph) of every paragraph that states how many tests the suite passes."""
+    found = []
+    for page in PAGES:
+        with open(page, encoding='utf-8') as f:
+            for para in re.split(r'\n\s*\n', f.read()):
+                if SUITE_CLAIM.search(para):
+                    found.append((_rel(page), para))
+    return found
+
+
+def test_suite_measurements_carry_date_and_command():
+    claims = suite_claims()
+    assert claims, 'no page states the size of the suite (the testing guide does)'
+    for page, para in claims:
+        assert re.search(r'20\d\d-\d\d-\d\d', para), (page, para)
+        assert '`' in para and 'make test' in para, (page, para)

@@ -405,7 +405,12 @@ def main():
             print(f'| {r["shape"][0]} x {r["shape"][1]} | {seed} | {outs} | {diffs} | '
                   f'{"yes" if r["ok"] else "NO"} |')
     if not all(r['ok'] for r in rows):
-        raise SystemExit('onnxruntime and PyTorch disagree (see the table)')
+        hint = ''
+        if getattr(model, 'exact_queries', False) and getattr(model, 'as_two_stage', False):
+            hint = ('; for one unpadded image exact_queries changes nothing in PyTorch: export '
+                    'with --cfg-options model.exact_queries=False (docs/user_guides/'
+                    'onnx_export.md)')
+        raise SystemExit(f'onnxruntime and PyTorch disagree (see the table){hint}')
 
 
 if __name__ == '__main__':
