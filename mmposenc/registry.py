@@ -29,11 +29,12 @@ class Registry(_Registry):
     closest registered names.
 
     Examples:
-        >>> from mmposenc.registry import MODELS
-        >>> MODELS.build(dict(type='mmposenc.PGE', in_channels=8))
-        Traceback (most recent call last):
-        UnknownTypeError: mmposenc.PGE is not in the mmposenc::model registry; closest
-        registered names: 'mmposenc.PEG', ...
+        >>> from mmposenc.registry import MODELS, UnknownTypeError
+        >>> try:
+        ...     MODELS.build(dict(type='mmposenc.PGE', in_channels=8))
+        ... except UnknownTypeError as err:
+        ...     print(err.args[0].split('; ')[1])
+        closest registered names: 'mmposenc.PEG'
     """
 
     def build(self, cfg, *args, **kwargs):

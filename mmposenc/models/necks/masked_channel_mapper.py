@@ -35,6 +35,7 @@ class MaskedChannelMapper(BaseModule):
         init_cfg (dict, optional): Defaults to xavier-uniform convolutions (mmdet's default).
 
     Examples:
+        >>> import torch
         >>> neck = MaskedChannelMapper([16, 32], 8, kernel_size=1, act_cfg=None,
         ...                            norm_cfg=dict(type='GN', num_groups=4), num_outs=3)
         >>> feats = (torch.rand(2, 16, 10, 12), torch.rand(2, 32, 5, 6))
