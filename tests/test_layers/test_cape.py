@@ -255,6 +255,21 @@ def test_cape2d_in_vit_keeps_a_learnable_cls_embedding():
     assert cape.extra_embed.grad is not None and cape.extra_embed.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_cape2d_add_to_tokens_keeps_the_tokens_dtype_with_several_extra_tokens(dtype):
+    """Half-precision tokens (AMP) get the float32 encoding cast to their dtype, two extra
+    tokens each their own embedding (mutmut survivors: the casts dropped, the extra tokens'
+    expand over one token)."""
+    cape = CAPE2d(16, num_extra_tokens=2).eval()
+    with torch.no_grad():
+        cape.extra_embed.normal_()
+    x = torch.zeros(3, 2 + 12, 16, dtype=dtype)
+    out = cape.add_to_tokens(x, (3, 4))
+    assert out.dtype == dtype and out.shape == x.shape
+    torch.testing.assert_close(out[:, 2:], cape((3, 4), batch_size=3).to(dtype))
+    torch.testing.assert_close(out[:, :2], cape.extra_embed.expand(3, -1, -1).to(dtype))
+
+
 def test_cape2d_registered():
     assert MODELS.get('CAPE2d') is CAPE2d and MODELS.get('CAPE1d') is CAPE1d
 

@@ -46,6 +46,11 @@ def test_real_resnet_maps_are_ceil_sized_and_their_strides_are_recovered():
 def test_other_strides_and_errors():
     assert measure_stride((224, 230), (16, 17)) == (14, 14)  # ViT-style patches of 14
     assert measure_stride((64, 256), (4, 8)) == (16, 32)  # anisotropic
+    # per axis, the power of two above the smallest fitting stride wins where it fits
+    # (mutmut survivors: that power doubled, or taken below the smallest stride)
+    assert measure_stride((100, 100), (4, 13)) == (32, 8)
+    assert measure_stride((64, 100), (1, 13)) == (64, 8)
+    assert measure_stride((17, 100), (1, 13)) == (32, 8)
     assert measure_stride((20, 810), (1, 26)) == (32, 32)  # one cell: any stride >= 20 fits
     with pytest.raises(ValueError, match='cannot come from'):
         measure_stride((10, 10), (11, 5))
@@ -118,3 +123,16 @@ def test_given_strides_that_are_not_powers_of_two(stride):
     assert valid_shapes_of_masks(both[0]).tolist() == expected
     with pytest.raises(ValueError, match=r'one stride per feature map, got 2 maps'):
         feature_padding_masks(imgs, input_shape, [(7, 5), (4, 3)], strides=[stride])
+
+
+def test_as_bool_padding_mask_takes_bool_or_0_1_and_refuses_other_values():
+    """(Found by mutmut: no test of the selection reached it.)"""
+    from mmposenc.models.padding_exact import as_bool_padding_mask
+    mask = torch.tensor([[False, True], [True, False]])
+    assert as_bool_padding_mask(mask) is mask
+    for dtype in (torch.uint8, torch.int64, torch.float32):
+        out = as_bool_padding_mask(mask.to(dtype))
+        assert out.dtype == torch.bool and torch.equal(out, mask)
+    with pytest.raises(ValueError, match=r'^attn_mask must be a bool tensor .* got dtype '
+                       r'torch.float32 with other values$'):
+        as_bool_padding_mask(torch.tensor([0., 0.5]), name='attn_mask')
