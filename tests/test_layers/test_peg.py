@@ -236,10 +236,30 @@ def test_state_dict_round_trip():
     (dict(stride=2, residual=True), r'residual=True needs stride=1'),
     (dict(num_layers=0), r'num_layers must be an int >= 1'),
     (dict(num_extra_tokens=-1), r'num_extra_tokens must be an int >= 0'),
+    (dict(kernel_size=3.0), r'odd int >= 1'),
+    (dict(stride=2.0), r'stride must be an int >= 1, got 2.0'),
+    (dict(stride=0), r'stride must be an int >= 1, got 0'),
 ])
 def test_bad_config_raises(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PEG(C, **kwargs)
+
+
+def test_in_channels_must_be_a_positive_int_and_one_is_enough():
+    """(mutmut survivors: the check's ``or`` as ``and``, its bound moved to 2.)"""
+    for bad in (0, 8.0, '8'):
+        with pytest.raises(ValueError, match=r'in_channels must be a positive int'):
+            PEG(bad)
+    peg = _init(PEG(1)).eval()
+    assert peg(_tokens((3, 4), c=1), (3, 4)).shape == (2, 12, 1)
+
+
+def test_stride_applies_to_the_first_layer_only():
+    """A strided stack: the first convolution subsamples, the later ones keep the grid
+    (mutmut survivor: every layer strided)."""
+    peg = _init(PEG(C, stride=2, num_layers=3)).eval()
+    assert peg.out_shape((8, 10)) == (4, 5)
+    assert peg(_tokens((8, 10)), (8, 10)).shape == (2, 20, C)
 
 
 def test_bad_input_raises_naming_expected_value():

@@ -51,6 +51,11 @@ def test_other_strides_and_errors():
     assert measure_stride((100, 100), (4, 13)) == (32, 8)
     assert measure_stride((64, 100), (1, 13)) == (64, 8)
     assert measure_stride((17, 100), (1, 13)) == (32, 8)
+    assert measure_stride((17, 17), (1, 1)) == (32, 32)  # shared: the power of two, not 17
+    assert measure_stride((10, 12), (10, 12)) == (1, 1)  # a map as large as the input
+    for feat in ((0, 5), (5, 0), (11, 5), (5, 13)):  # empty, or larger than the input
+        with pytest.raises(ValueError, match=r'cannot come from an input of \(10, 12\)'):
+            measure_stride((10, 12), feat)
     assert measure_stride((20, 810), (1, 26)) == (32, 32)  # one cell: any stride >= 20 fits
     with pytest.raises(ValueError, match='cannot come from'):
         measure_stride((10, 10), (11, 5))
