@@ -270,6 +270,29 @@ def test_cape2d_add_to_tokens_keeps_the_tokens_dtype_with_several_extra_tokens(d
     torch.testing.assert_close(out[:, :2], cape.extra_embed.expand(3, -1, -1).to(dtype))
 
 
+def test_cape2d_defaults_are_the_papers_vit_setting_and_its_tables_are_not_saved():
+    """Delta_max 0.5, eps_max 1/N ('auto'), lambda_max 1.4, evaluation on [-1, 1]
+    (docs/methods/cape.md); the frequency tables are rebuilt, not stored in checkpoints; a
+    class-token embedding starts at std 0.02 (mutmut survivors: each default changed, the
+    buffers persistent, the std)."""
+    import inspect
+    params = inspect.signature(CAPE2d).parameters
+    defaults = {k: params[k].default for k in ('max_global_shift', 'max_local_shift',
+                                               'max_global_scaling', 'eval_pos_range',
+                                               'num_layers', 'num_extra_tokens')}
+    assert defaults == dict(max_global_shift=0.5, max_local_shift='auto',
+                            max_global_scaling=1.4, eval_pos_range=1., num_layers=1,
+                            num_extra_tokens=0)
+    cape = CAPE2d(64)
+    assert 'w_x' not in cape.state_dict() and 'w_y' not in cape.state_dict()
+    torch.manual_seed(0)
+    std = CAPE2d(768, num_extra_tokens=8).extra_embed.std().item()
+    assert 0.018 < std < 0.022, std
+    with pytest.raises(ValueError, match=r'grid_size must be \(H, W\) with H, W >= 1'):
+        CAPE2d(16, eval_pos_range='linear', grid_size=(0, 4))
+    CAPE2d(16, eval_pos_range='linear', grid_size=(1, 1))
+
+
 def test_cape2d_registered():
     assert MODELS.get('CAPE2d') is CAPE2d and MODELS.get('CAPE1d') is CAPE1d
 
