@@ -406,10 +406,10 @@ def main():
                   f'{"yes" if r["ok"] else "NO"} |')
     if not all(r['ok'] for r in rows):
         hint = ''
-        if getattr(model, 'exact_queries', False) and getattr(model, 'as_two_stage', False):
-            hint = ('; for one unpadded image exact_queries changes nothing in PyTorch: export '
-                    'with --cfg-options model.exact_queries=False (docs/user_guides/'
-                    'onnx_export.md)')
+        if getattr(model, 'as_two_stage', False):
+            hint = ('; a two-stage detector pairs the i-th selected token with the i-th query, '
+                    'so encoder scores closer than the two backends\' rounding can swap and '
+                    'change every row (docs/user_guides/onnx_export.md)')
         raise SystemExit(f'onnxruntime and PyTorch disagree (see the table){hint}')
 
 
