@@ -10,8 +10,8 @@ Mask2Former and mmseg's EncoderDecoder). For each:
 - the encoder memory on an image's valid tokens is the same alone and in a padded batch with
   larger images (<= 1e-5), for real COCO128 images through the host's own pipeline and data
   preprocessor at sizes that are not multiples of any stride (backbone features made
-  batch-independent, as in test_padding_exact_detectors.py), in every encoder_pos mode; the stock model
-  fails the same comparison;
+  batch-independent, as in test_padding_exact_detectors.py), in every encoder_pos mode; the
+  stock model fails the same comparison;
 - the no-mask path: same-size images give the PEGs no mask, padded ones a mask;
 - every PEG parameter gets a gradient from the host's loss; every other parameter too, except
   those documented as unused in that mode;
@@ -249,8 +249,8 @@ def invariance_model(name, encoder_pos):
 
 
 def load_images(root, kind):
-    """The images of test_padding_exact_detectors.py through the host's test pipeline (Resize to sizes
-    that are not multiples of any stride)."""
+    """The images of test_padding_exact_detectors.py through the host's test pipeline
+    (Resize to sizes that are not multiples of any stride)."""
     from mmcv.transforms import LoadImageFromFile
     if kind == 'seg':
         from mmseg.datasets.transforms import PackSegInputs

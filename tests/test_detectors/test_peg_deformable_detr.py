@@ -46,8 +46,9 @@ def _flat(x):
                          ids=['refine-padded', 'two-stage-padded'])
 def test_sine_is_bit_identical_to_mmdet(variant, shapes):
     """Padded batches whose size is a multiple of every stride (mmdet's nearest-interpolated
-    masks are exact there; elsewhere ours differ on purpose: test_padding_exact_detectors.py), for the
-    box-refine and two-stage variants. (The plain model, padded and on the no-mask path:
+    masks are exact there; elsewhere ours differ on purpose:
+    test_padding_exact_detectors.py), for the box-refine and two-stage variants. (The plain
+    model, padded and on the no-mask path:
     test_encoder_pos_models.py::test_sine_is_bit_identical_to_stock.)"""
     torch.manual_seed(0)
     stock = build(deformable_detr_cfg(**VARIANTS[variant]))
@@ -128,7 +129,8 @@ def test_encoder_output_is_padding_invariant(encoder_pos):
 def test_peg_mode_skips_sine_and_keeps_level_embed():
     model = build(deformable_detr_cfg(type='mmposenc.PEGDeformableDETR', encoder_pos='peg'))
     # stride-32 and stride-64 maps of a 192 x 128 batch (multiples of 64: mmdet's
-    # nearest-interpolated masks are exact there and equal ours, see test_padding_exact_detectors.py)
+    # nearest-interpolated masks are exact there and equal ours, see
+    # test_padding_exact_detectors.py)
     feats = (torch.randn(2, 32, 6, 4), torch.randn(2, 32, 3, 2))
     from mmdet.models.detectors.deformable_detr import DeformableDETR
     from mmdet.structures import DetDataSample

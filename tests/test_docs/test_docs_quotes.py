@@ -186,10 +186,10 @@ def _candidates(pattern, templates):
     pieces = {chunk[i:i + 16] for chunk in pattern.split(STAR)
               for i in range(0, max(len(chunk) - 15, 0), 8)}
     pieces |= {chunk[-16:] for chunk in pattern.split(STAR) if len(chunk) >= 16}
-    first = [t for t in templates if any(piece in t for piece in pieces)]
+    first = {t for t in templates if any(piece in t for piece in pieces)}
     yield from first
-    for t in templates:
-        if t not in first and any(len(c) >= 7 and c in pattern for c in t.split(STAR)):
+    for t in templates - first:
+        if any(len(c) >= 7 and c in pattern for c in t.split(STAR)):
             yield t
 
 
