@@ -59,6 +59,24 @@ def pytest_configure(config):
     config.addinivalue_line(
         'markers', 'slow: real-data training runs (seconds to minutes); run by CI, '
         'deselect with -m "not slow"')
+    if not hasattr(config, 'workerinput'):
+        fill_yapf_grammar_cache()
+
+
+def fill_yapf_grammar_cache():
+    """Write yapf's grammar pickles once, in pytest's first process, before any worker starts.
+
+    On import yapf 0.43 pickles its grammars into ``~/.cache/YAPF`` whenever the cache is older
+    than the installed grammar files (a fresh machine, a venv created since). It renames the
+    temporary file into place before closing it, so a 1.2 kB grammar is still in the writer's
+    buffer at the rename: a second process importing yapf in that instant reads an empty file
+    (``EOFError: Ran out of input``). Two xdist workers that import yapf together on a fresh
+    cache did exactly that under CI (78 errors in ``make test-hosts STACK=onedl``).
+    """
+    try:
+        import yapf  # noqa: F401  (the import writes the cache)
+    except ImportError:
+        pass
 
 
 @contextlib.contextmanager
