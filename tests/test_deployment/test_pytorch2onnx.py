@@ -183,10 +183,11 @@ def test_shipped_r50_config_without_checkpoint_builds_offline(monkeypatch, capfd
     out, err = capfd.readouterr()
     assert 'init_weights' not in out + err, out[:2000]
     assert type(model).__name__ == 'PEGDETR' and not model.training
-    # the backbone is randomly initialised (conv1 of torchvision's ResNet-50 is not), twice
-    # differently
+    # the backbone is randomly initialised, from seed 0: the same weights in every run,
+    # whatever the global generator's state (the guide's measured table is reproducible)
     w = model.backbone.conv1.weight
-    assert w.std() > 0 and not torch.equal(w, p2o.build_model(path).backbone.conv1.weight)
+    torch.manual_seed(123)
+    assert w.std() > 0 and torch.equal(w, p2o.build_model(path).backbone.conv1.weight)
 
 
 def test_drop_pretrained_finds_nested_and_listed_init_cfgs():

@@ -211,14 +211,15 @@ def build_model(config: str, checkpoint: Optional[str] = None,
         from mmpretrain.utils import register_all_modules
         register_all_modules(init_default_scope=False)
     model_cfg = cfg.model
-    torch.manual_seed(0)
     drop_pretrained(model_cfg)  # weights: the checkpoint's, or random
     assert DefaultScope.get_current_instance() is not None
-    model = MODELS.build(model_cfg)
+    with torch.random.fork_rng(devices=[]):  # seed 0, the caller's generator left as it was
+        torch.manual_seed(0)
+        model = MODELS.build(model_cfg)
+        if not checkpoint:
+            init_weights_quietly(model)
     if checkpoint:
         load_weights(model, checkpoint)
-    else:
-        init_weights_quietly(model)
     return model.eval()
 
 
