@@ -128,16 +128,16 @@ def cpu_scale(cfg, data_root: str, iters: int, batch_size: int, num_images=None)
     cfg.default_hooks.pop('visualization', None)
 
 
-def write_config(label: str, out_dir: str, args) -> str:
-    """The CPU-scale config of ``label``, dumped as a file the standard tools run."""
+def write_config(label: str, path: str, args) -> None:
+    """The CPU-scale config of ``label``, dumped to ``path`` as a file the standard tools
+    run."""
     from mmposenc.utils.tools.runner import load_config
-    cfg = load_config(osp.join(REPO_ROOT, FAMILIES[label]), work_dir=osp.join(out_dir, label))
+    cfg = load_config(osp.join(REPO_ROOT, FAMILIES[label]),
+                      work_dir=osp.join(osp.abspath(args.out_dir), label))
     cpu_scale(cfg, osp.abspath(args.data_root), args.iters, args.batch_size,
               args.num_images)
-    path = osp.join(out_dir, 'configs', f'{label}.py')
     os.makedirs(osp.dirname(path), exist_ok=True)
     cfg.dump(path)
-    return path
 
 
 def run(cmd, log):
@@ -168,12 +168,10 @@ def study(label: str, args) -> list:
             with open(row_file) as f:
                 rows.append(json.load(f))
             continue
-        train_s = 0.
-        if not osp.isfile(ckpt):
-            config = write_config(label, out, args)
-            train_s = run([sys.executable, 'tools/train.py', config, '--work-dir', work], log)
-        elif not osp.isfile(config):
-            write_config(label, out, args)
+        if not osp.isfile(ckpt) or not osp.isfile(config):
+            write_config(label, config, args)
+        train_s = 0. if osp.isfile(ckpt) else run(
+            [sys.executable, 'tools/train.py', config, '--work-dir', work], log)
         name = label if switch == 'on' else f'{label} (off)'
         result = osp.join(work, f'batch_size_eval_{switch}.json')
         eval_cmd = [sys.executable, 'tools/analysis/batch_size_eval.py', '--keep-data',

@@ -428,43 +428,41 @@ def check(wrapper: nn.Module, onnx_file: str, shapes: Sequence[Sequence[int]],
             ref = wrapper(img)
         got = session.run(None, {'img': img.numpy()})
         got, their_topk = got[:num_out], got[num_out:]
-        row = dict(shape=tuple(shape), outputs={}, max_abs_diff={}, selections=[], ok=True)
-        forced = {}
+        selections, forced = [], {}
         if len(calls) == num_topk:  # the graph's TopK nodes are PyTorch's calls, in order
             for i, (scores, dim, out) in enumerate(calls):
                 theirs = torch.from_numpy(their_topk[2 * i + 1]).to(out.indices.dtype)
                 if theirs.shape != out.indices.shape:
-                    row['selections'].append(dict(reordered=-1, max_gap=float('inf'),
-                                                  near_tie=False))
+                    selections.append(dict(reordered=-1, max_gap=float('inf'),
+                                           near_tie=False))
                     continue
-                sel = compare_selection(scores, dim, out.indices, theirs, atol)
-                row['selections'].append(sel)
-                row['ok'] &= sel['near_tie']
-                if sel['reordered']:
+                selections.append(compare_selection(scores, dim, out.indices, theirs, atol))
+                if selections[-1]['reordered']:
                     forced[i] = theirs
-        unforced = _diffs(names, ref, got, row)
+        outputs, unforced = _diffs(names, ref, got)
+        diffs = unforced
         if forced:  # the same selection as onnxruntime's
             with torch.no_grad(), _selections([], forced):
                 ref = wrapper(img)
-            row['outputs'], row['max_abs_diff'] = {}, {}
-            _diffs(names, ref, got, row)
-        row['unforced_max_abs_diff'] = unforced
-        row['ok'] &= all(d <= atol for d in row['max_abs_diff'].values())
-        rows.append(row)
+            outputs, diffs = _diffs(names, ref, got)
+        rows.append(dict(shape=tuple(shape), outputs=outputs, max_abs_diff=diffs,
+                         selections=selections, unforced_max_abs_diff=unforced,
+                         ok=all(s['near_tie'] for s in selections)
+                         and all(d <= atol for d in diffs.values())))
     return rows
 
 
-def _diffs(names, ref, got, row) -> Dict[str, float]:
-    """Fill ``row['outputs']`` and ``row['max_abs_diff']`` (inf for a shape that differs);
-    return the differences."""
+def _diffs(names, ref, got) -> Tuple[Dict[str, tuple], Dict[str, float]]:
+    """Per output name, onnxruntime's shape and the largest absolute difference to PyTorch's
+    (inf for a shape that differs)."""
     ref = ref if isinstance(ref, tuple) else (ref, )
+    outputs, diffs = {}, {}
     for name, r, g in zip(names, ref, got):
         r = r.numpy()
-        row['outputs'][name] = tuple(g.shape)
-        diff = float('inf') if r.shape != g.shape else (
+        outputs[name] = tuple(g.shape)
+        diffs[name] = float('inf') if r.shape != g.shape else (
             float(np.abs(r - g).max()) if r.size else 0.0)
-        row['max_abs_diff'][name] = diff
-    return dict(row['max_abs_diff'])
+    return outputs, diffs
 
 
 def parse_args():
