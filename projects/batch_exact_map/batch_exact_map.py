@@ -1,9 +1,9 @@
 """Study 8: COCO128 mAP at test batch 1, 2 and 8 for every detector class shipped exact.
 
-Each shipped padding-exact config (the DETR family with PEG, COCO Mask2Former, SwinPEG-T
-RetinaNet, CPVT-S Mask R-CNN) is made CPU-sized (:func:`cpu_scale`: the same classes and
-switches, fewer and narrower layers, images resized to at most 480 x 320, COCO128 as training
-and test set), trained from scratch with ``tools/train.py`` and evaluated with
+One shipped padding-exact config per detector and backbone class (the DETR family with PEG,
+Deformable-DETR on PVT-PEG-S, COCO Mask2Former, SwinPEG-T RetinaNet, CPVT-S Mask R-CNN) is
+made CPU-sized (:func:`cpu_scale`: the same classes and switches, fewer and narrower layers,
+images resized to at most 480 x 320, COCO128 as training and test set), trained from scratch with ``tools/train.py`` and evaluated with
 ``tools/analysis/batch_size_eval.py`` (mmengine's test loop, mmdet's ``CocoMetric``) at batch
 1, 2 and 8, in COCO order: the images of a batch differ in shape, so every batch is padded.
 
@@ -31,6 +31,7 @@ FAMILIES = {
     'cond_detr': 'configs/peg_conditional_detr/conditional-detr-peg_r50_8xb2-50e_coco.py',
     'dab_detr': 'configs/peg_dab_detr/dab-detr-peg_r50_8xb2-50e_coco.py',
     'deformable_detr': 'configs/peg_deformable_detr/deformable-detr-peg_r50_16xb2-50e_coco.py',
+    'deformable_detr_pvt': 'configs/pvt_peg/deformable-detr-peg_pvt-peg-s_16xb2-50e_coco.py',
     'dino': 'configs/peg_dino/dino-4scale-peg_r50_8xb2-12e_coco.py',
     'mask2former': 'configs/peg_mask2former/mask2former-peg_r50_8xb2-lsj-50e_coco.py',
     'retinanet_swin': 'configs/swin_peg/retinanet_swin-peg-t-p4-w7_fpn_1x_coco.py',
@@ -56,6 +57,11 @@ def narrow_model(model) -> None:
                                   feedforward_channels=2 * WIDTH),
                         out_indices=(0, 1, 2, 3), peg_positions=(0, 1, 2, 3))
         channels = [WIDTH] * 4
+    elif backbone.type == 'mmposenc.PVTPEG':
+        backbone.arch = dict(embed_dims=[32, 64, 128, 128], num_heads=[1, 1, 2, 2],
+                             mlp_ratios=[2, 2, 2, 2], depths=[1, 1, 1, 1],
+                             sr_ratios=[8, 4, 2, 1])
+        channels = [backbone.arch['embed_dims'][i] for i in backbone.out_indices]
     else:
         raise ValueError(f'no narrowing for {backbone.type}')
     necks = model.get('neck', None)
