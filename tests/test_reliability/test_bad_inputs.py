@@ -439,6 +439,14 @@ add('train-missing-config', lambda: _tool_error('tools/train.py', '/nonexistent/
     r'\(raised at .*; --traceback or MMPOSENC_TRACEBACK=1 shows the full traceback\)$')
 add('load-config-missing', lambda: _train_in_process('/nonexistent/cfg.py'), FileNotFoundError,
     'does not exist')
+add('load-config-package-missing-file', lambda: _train_in_process('mmdet::dino/nope.py'),
+    FileNotFoundError, r'config file mmdet::dino/nope\.py does not exist \(file ".*/mmdet/'
+    r'\.mim/configs/dino/nope\.py" does not exist\)$')
+add('load-config-unknown-package', lambda: _train_in_process('nopkg::a/b.py'),
+    FileNotFoundError, r'nopkg::a/b\.py does not exist \(mmengine resolves "pkg::" configs of '
+    r'.*mmdet, .*mmposenc, .*only; give nopkg\'s config by its path\)$')
+add('load-config-package-no-file', lambda: _train_in_process('mmdet::'), FileNotFoundError,
+    r'^config file mmdet:: does not exist$')
 
 
 @case('load-config-no-scope', ValueError, "default_scope=None; expected one of")

@@ -24,6 +24,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from forked_runs import run_tools
+from tool_files import load_tool
 
 SMOKE = osp.join(REPO_ROOT, 'configs', 'smoke', 'detr_r18_1xb2-8it_coco128.py')
 TOOLS = osp.join(REPO_ROOT, 'tools', '')
@@ -255,6 +256,22 @@ def test_test_rejects_missing_checkpoint(tool_runs):
 def test_config_without_host_scope_is_rejected(tool_runs):
     res = tool_runs['scope']
     assert res.returncode != 0 and "default_scope=None" in res.stderr
+
+
+def test_tools_take_a_packages_config_by_its_base_name():
+    """``mmposenc::`` / ``mmdet::`` on the command line (load_config, so tools/train.py,
+    tools/test.py and the analysis tools): the same config as its file, work dir by file name."""
+    from mmposenc.utils.tools.runner import load_config
+    name = 'peg_dino/dino-4scale-peg_r50_8xb2-12e_coco.py'
+    by_name = load_config(f'mmposenc::{name}', dict(model=dict(num_queries=7)))
+    by_path = load_config(osp.join(REPO_ROOT, 'configs', name), dict(model=dict(num_queries=7)))
+    assert by_name.to_dict() == by_path.to_dict()
+    assert by_name.work_dir == './work_dirs/dino-4scale-peg_r50_8xb2-12e_coco'
+    stock = load_config('mmdet::dino/dino-4scale_r50_8xb2-12e_coco.py')
+    assert stock.model.type == 'DINO' and stock.default_scope == 'mmdet'
+    batch_size_eval = load_tool('analysis/batch_size_eval.py')
+    off = batch_size_eval.load_cfg(f'off:mmposenc::{name}', '/tmp/unused')
+    assert off.model.type == 'mmposenc.PEGDINO' and off.model.padding_exact is False
 
 
 def test_amp_picks_a_wrapper_that_runs_here():

@@ -11,19 +11,57 @@ import os.path as osp
 HOSTS = ('mmdet', 'mmseg', 'mmpretrain')
 
 
+def resolve_config_path(path: str) -> str:
+    """The file of a config named as a path or as a package's config, ``'mmdet::dino/x.py'``
+    / ``'mmposenc::peg_dino/x.py'`` (the spelling of ``_base_``), resolved as mmengine
+    resolves a base: from the installed package's ``.mim/configs`` (mmposenc's from the source
+    checkout too).
+
+    Raises:
+        FileNotFoundError: no such file (a package's config: named with the file it looked for).
+        ModuleNotFoundError: the package of ``'pkg::...'`` is not installed.
+
+    Examples:
+        >>> resolve_config_path('mmposenc::smoke/detr_r18_1xb2-8it_coco128.py').endswith(
+        ...     'configs/smoke/detr_r18_1xb2-8it_coco128.py')
+        True
+    """
+    if osp.isfile(path):
+        return path
+    package, sep, rel = path.partition('::')
+    if not sep or not package.isidentifier() or not rel:
+        raise FileNotFoundError(f'config file {path} does not exist')
+    from mmengine.config import Config
+    from mmengine.config.utils import PKG2PROJECT
+
+    import mmposenc  # noqa: F401  (lets ``mmposenc::`` resolve from a source checkout)
+    if package not in PKG2PROJECT:
+        raise FileNotFoundError(
+            f'config file {path} does not exist (mmengine resolves "pkg::" configs of '
+            f'{", ".join(sorted(PKG2PROJECT))} only; give {package}\'s config by its path)')
+    try:
+        found, _ = Config._get_cfg_path(path, '')
+    except (FileNotFoundError, ValueError) as e:  # mmengine: no such file / no metafile entry
+        raise FileNotFoundError(f'config file {path} does not exist ({e})') from None
+    if not osp.isfile(found):
+        raise FileNotFoundError(f'config file {path} does not exist ({found} is missing)')
+    return found
+
+
 def load_config(path, cfg_options=None, work_dir=None, launcher='none'):
-    """Load ``path``, apply ``--cfg-options`` and choose the work dir.
+    """Load ``path`` (a file, or a package's config: ``'mmdet::dino/x.py'``, see
+    :func:`resolve_config_path`), apply ``--cfg-options`` and choose the work dir.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
+        ModuleNotFoundError: the package of a ``'pkg::...'`` path is not installed.
         ValueError: the config names no ``default_scope`` among the supported hosts.
     """
     from mmengine.config import Config
 
     import mmposenc  # noqa: F401  (lets `_base_ = 'mmposenc::...'` resolve; see mmposenc.utils)
 
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'config file {path} does not exist')
+    path = resolve_config_path(path)
     cfg = Config.fromfile(path)
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
