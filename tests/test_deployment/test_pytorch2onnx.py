@@ -363,3 +363,6 @@ def test_compare_selection():
     # a rise: the same set in a wrong order
     rise = p2o.compare_selection(scores, 1, ours, torch.tensor([[2, 0, 1]]), 1e-4)
     assert not rise['near_tie']
+    # another number of tokens (a graph whose k is not PyTorch's): refused, nothing forced
+    fewer = p2o.compare_selection(scores, 1, ours, torch.tensor([[0, 2]]), 1e-4)
+    assert fewer == dict(reordered=-1, max_gap=float('inf'), near_tie=False)

@@ -281,10 +281,13 @@ def compare_selection(input: torch.Tensor, dim: int, ours: torch.Tensor,
     token it leaves out scores more than ``atol`` above the lowest it keeps.
 
     Returns:
-        dict: ``reordered`` (ranks selecting another token), ``max_gap`` (largest PyTorch
-        score difference between the two tokens at such a rank), ``near_tie`` (``theirs`` is
-        a top-k of ``input`` up to ``atol``).
+        dict: ``reordered`` (ranks selecting another token; -1 when ``theirs`` selects another
+        number of tokens), ``max_gap`` (largest PyTorch score difference between the two
+        tokens at such a rank; inf for another number), ``near_tie`` (``theirs`` is a top-k of
+        ``input`` up to ``atol``).
     """
+    if theirs.shape != ours.shape:  # another k: no rerun can compare like with like
+        return dict(reordered=-1, max_gap=float('inf'), near_tie=False)
     differ = ours != theirs
     if not differ.any():
         return dict(reordered=0, max_gap=0., near_tie=True)
@@ -432,12 +435,8 @@ def check(wrapper: nn.Module, onnx_file: str, shapes: Sequence[Sequence[int]],
         if len(calls) == num_topk:  # the graph's TopK nodes are PyTorch's calls, in order
             for i, (scores, dim, out) in enumerate(calls):
                 theirs = torch.from_numpy(their_topk[2 * i + 1]).to(out.indices.dtype)
-                if theirs.shape != out.indices.shape:
-                    selections.append(dict(reordered=-1, max_gap=float('inf'),
-                                           near_tie=False))
-                    continue
                 selections.append(compare_selection(scores, dim, out.indices, theirs, atol))
-                if selections[-1]['reordered']:
+                if selections[-1]['reordered'] > 0:
                     forced[i] = theirs
         outputs, unforced = _diffs(names, ref, got)
         diffs = unforced
