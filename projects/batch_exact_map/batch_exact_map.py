@@ -160,7 +160,8 @@ def study(label: str, args) -> list:
     """Train ``label`` (skipped when its checkpoint exists) and evaluate it at the batch
     sizes; with ``args.off`` also the same weights with the padding-exact switch off (the
     hosts' computation). Its rows (batch_size_eval's JSON rows, the training's seconds) are
-    also written to ``<out-dir>/runs/<label>[__off].json`` and read back from there."""
+    also written to ``<out-dir>/runs/<label>[__off].json`` and read back from there (with
+    ``args.reevaluate`` evaluated again, the training's seconds kept)."""
     out = osp.abspath(args.out_dir)
     work = osp.join(out, label)
     ckpt = osp.join(work, f'iter_{args.iters}.pth')
@@ -170,14 +171,19 @@ def study(label: str, args) -> list:
     rows = []
     for switch in ('on', 'off') if args.off else ('on', ):
         row_file = osp.join(out, 'runs', f'{label}{"__off" if switch == "off" else ""}.json')
+        old = None
         if osp.isfile(row_file):
             with open(row_file) as f:
-                rows.append(json.load(f))
-            continue
+                old = json.load(f)
+            if not args.reevaluate:
+                rows.append(old)
+                continue
         if not osp.isfile(ckpt) or not osp.isfile(config):
             write_config(label, config, args)
         train_s = 0. if osp.isfile(ckpt) else run(
             [sys.executable, 'tools/train.py', config, '--work-dir', work], log)
+        if old and osp.isfile(ckpt) and not train_s:  # the same checkpoint, evaluated again
+            train_s = old['train_seconds']
         name = label if switch == 'on' else f'{label} (off)'
         result = osp.join(work, f'batch_size_eval_{switch}.json')
         eval_cmd = [sys.executable, 'tools/analysis/batch_size_eval.py', '--keep-data',
@@ -198,8 +204,8 @@ def study(label: str, args) -> list:
 
 
 def table(rows) -> str:
-    """Markdown: per model, the mAP at each batch size and whether each image's detections
-    are those of batch 1."""
+    """Markdown: per model, the mAP at each batch size (box / mask for instance masks) and
+    whether each image's detections are those of batch 1."""
     sizes = [r['batch_size'] for r in rows[0]['runs']]
     lines = ['| model (shipped config) | train iters | ' + ' | '.join(
         f'mAP b{b}' for b in sizes) + ' | ' + ' | '.join(
@@ -210,7 +216,8 @@ def table(rows) -> str:
         cells = [f"{row['model']} (`{row['shipped']}`)", str(row['iters'])]
         if row.get('switch') == 'off':
             cells[1] = 'same weights'
-        cells += [f"{r['mAP']:.4f}" for r in row['runs']]
+        cells += [f"{r['mAP']:.4f}" + (f" / {r['segm_mAP']:.4f}" if 'segm_mAP' in r else '')
+                  for r in row['runs']]  # as batch_size_eval's table
         cells += [f"{r['same_images']}/{r['images']} ({r['max_score_diff']:.1e} / "
                   f"{r['max_matched_box_diff']:.1e} px)" for r in row['runs'][1:]]
         cells.append(f"{row['train_seconds']:.0f}" if row['train_seconds'] else '-')
@@ -231,6 +238,8 @@ def parse_args(argv=None):
     parser.add_argument('--out-dir', default='work_dirs/batch_exact_map')
     parser.add_argument('--off', action='store_true', help='also evaluate each checkpoint '
                         'with the padding-exact switch off (the hosts\' computation)')
+    parser.add_argument('--reevaluate', action='store_true', help='evaluate the trained '
+                        'checkpoints again (rows written before, e.g. without the mask mAP)')
     parser.add_argument('--quick', action='store_true',
                         help='smoke run: 2 iterations, 4 images, batch 1 and 2, DETR only, '
                         'switch on and off')

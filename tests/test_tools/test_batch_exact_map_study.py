@@ -72,9 +72,18 @@ def test_quick_run_through_the_tools(tmp_path, coco128_root):
     assert '| detr (`configs/peg_detr/detr-peg_r50_16xb2-50e_coco.py`) | 2 |' in table
     assert '| detr (off) (`configs/peg_detr/detr-peg_r50_16xb2-50e_coco.py`) | same weights |' \
         in table
+    # --reevaluate: the same checkpoint tested again, its training's seconds kept
+    subprocess.run(project_argv(STUDY, '--quick', '--reevaluate', '--out-dir', str(out),
+                                '--data-root', coco128_root),
+                   cwd=tmp_path, env=project_env(), check=True, capture_output=True)
+    again = json.loads((out / 'batch_exact_map.json').read_text())
+    assert [r['train_seconds'] for r in again] == [r['train_seconds'] for r in rows]
+    assert [[x['mAP'] for x in r['runs']] for r in again] == \
+        [[x['mAP'] for x in r['runs']] for r in rows]
+    assert again != rows  # evaluated again: other test-loop seconds
     # resumed: the row file is read back, nothing is trained or evaluated again
     (out / 'detr' / 'iter_2.pth').unlink()
     subprocess.run(project_argv(STUDY, '--quick', '--out-dir', str(out), '--data-root',
                                 coco128_root),
                    cwd=tmp_path, env=project_env(), check=True, capture_output=True)
-    assert json.loads((out / 'batch_exact_map.json').read_text()) == rows
+    assert json.loads((out / 'batch_exact_map.json').read_text()) == again

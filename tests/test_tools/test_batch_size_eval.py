@@ -86,6 +86,10 @@ def test_compare_counts_the_images_that_stay_the_same():
     ref_run = dict(run, batch_size=1, same_images=4, bitwise_images=4, identical=True)
     row = table([dict(model='m', runs=[ref_run, run])]).splitlines()[2]
     assert '| no, 2/4 (2.0e-02 /' in row
+    # an instance-mask model's runs carry the mask mAP: box / mask in the table
+    masks = [dict(ref_run, segm_mAP=0.25), dict(run, segm_mAP=0.125)]
+    row = table([dict(model='m', runs=masks)]).splitlines()[2]
+    assert row.startswith('| m | 0.1000 / 0.2500 | 0.1000 / 0.1250 | no, 2/4')
 
 
 def test_sort_by_aspect_refuses_an_unknown_label(tmp_path):

@@ -5,7 +5,8 @@ For every model and batch size (default 1, 2 and 8) the model's config is run by
 ``CocoMetric``), with the test dataloader's ``batch_size`` set and nothing else changed. The
 tool reports, per model:
 
-- the COCO bbox mAP at each batch size, to 4 decimals;
+- the COCO bbox mAP at each batch size, to 4 decimals (and the mask mAP of models with
+  instance masks, ``segm_mAP``);
 - whether each image's predictions are the same as at batch 1: the largest difference of its
   scores rank by rank (each image's detections in the model's order) and of its boxes
   (pixels, in the original image) with the detections matched by label and score (detections
@@ -428,16 +429,25 @@ def evaluate_model(label, config, checkpoint, args, cache) -> dict:
         mAP = metrics.get('coco/bbox_mAP', float('nan'))
         run = dict(batch_size=batch_size, sorted=sort, mAP=mAP, seconds=seconds,
                    cpu_seconds=cpu, images=len(ids))
+        if 'coco/segm_mAP' in metrics:  # instance masks: their mAP too
+            run['segm_mAP'] = metrics['coco/segm_mAP']
         if ref is None:
             ref = preds
         run.update(compare(ref, preds))
         row['runs'].append(run)
-        print(f'{label}: batch {batch_size}{" sorted" if sort else ""}: mAP {mAP:.4f}, '
+        segm = f' (segm {run["segm_mAP"]:.4f})' if 'segm_mAP' in run else ''
+        print(f'{label}: batch {batch_size}{" sorted" if sort else ""}: mAP {mAP:.4f}{segm}, '
               f'{seconds:.1f} s ({cpu:.1f} s CPU), max score diff {run["max_score_diff"]:.2e}, box '
               f'{run["max_box_diff"]:.2e} px (matched {run["max_matched_box_diff"]:.2e}), '
               f'identical {run["identical"]} ({run["same_images"]}/{run["images"]} images the '
               'same)', flush=True)
     return row
+
+
+def _map_cell(run: dict) -> str:
+    """The box mAP of a run, and its mask mAP after a slash where it has instance masks."""
+    segm = f' / {run["segm_mAP"]:.4f}' if 'segm_mAP' in run else ''
+    return f'{run["mAP"]:.4f}{segm}'
 
 
 def table(rows: List[dict]) -> str:
@@ -451,7 +461,7 @@ def table(rows: List[dict]) -> str:
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     for row in rows:
         runs = {(r['batch_size'], r['sorted']): r for r in row['runs']}
-        cells = [row['model']] + [f'{runs[(b, False)]["mAP"]:.4f}' for b in sizes]
+        cells = [row['model']] + [_map_cell(runs[(b, False)]) for b in sizes]
         for b in sizes[1:]:
             r = runs[(b, False)]
             word = 'yes' if r['identical'] else 'no'
