@@ -309,6 +309,18 @@ def test_cape1d_eval_is_plain_formula(normalize):
                                rtol=1e-5)
 
 
+def test_cape1d_boundary_arguments_are_accepted():
+    """The smallest valid values (2 channels, no shift, scaling 1) build and equal the plain
+    formula at eval (its arguments read back as floats)."""
+    cape = CAPE1d(2, max_global_shift=0, max_local_shift=0, max_global_scaling=1).eval()
+    assert (cape.max_global_shift, cape.max_local_shift, cape.max_global_scaling) == (0., 0., 1.)
+    assert all(type(v) is float for v in (cape.max_global_shift, cape.max_local_shift,
+                                          cape.max_global_scaling, cape.pos_scale,
+                                          cape.freq_scale))
+    torch.testing.assert_close(cape(torch.zeros(1, 5, 2))[0], plain_cape1d(5, 2, False).float(),
+                               atol=1e-6, rtol=1e-6)
+
+
 def test_cape1d_augmentation_train_only_and_seedable():
     cape = CAPE1d(12, max_global_shift=3., max_local_shift=0.5, max_global_scaling=1.5)
     x = torch.zeros(3, 9, 12)

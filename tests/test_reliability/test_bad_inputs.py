@@ -155,7 +155,9 @@ add('mlpeg-kernel-even', lambda: MultiLevelMaskedPEG(8, kernel_size=4), ValueErr
     'kernel_size must be odd')
 
 # ----------------------------------------------------------------------------- CAPE
-add('cape1d-odd-dims', lambda: CAPE1d(7), ValueError, 'embed_dims must be a positive even int')
+for c in (7, 0, -2, 8.0, '8'):
+    add(f'cape1d-dims-{c!r}', lambda c=c: CAPE1d(c), ValueError,
+        'embed_dims must be a positive even int')
 add('cape1d-auto-local', lambda: CAPE1d(8, max_local_shift='auto'), ValueError,
     "CAPE1d needs a number for max_local_shift")
 add('cape1d-neg-shift', lambda: CAPE1d(8, max_global_shift=-1.0), ValueError,
