@@ -53,6 +53,27 @@ def test_cpu_scale_keeps_the_shipped_classes(label, coco128_root):
     assert cfg.train_cfg.max_iters == 10 and cfg.val_cfg is None
 
 
+def test_published_tables_are_the_committed_rows():
+    """The table in results/, the study's README and the padding-exact guide is the driver's
+    table of the committed rows (results/runs/*.json, one per family and switch, in FAMILIES
+    order): a number edited by hand, or a row without its run, fails here."""
+    results = osp.join(REPO_ROOT, 'projects', 'batch_exact_map', 'results')
+    rows = []
+    for label in study.FAMILIES:
+        for suffix in ('', '__off'):
+            path = osp.join(results, 'runs', f'{label}{suffix}.json')
+            if osp.isfile(path):
+                with open(path) as f:
+                    rows.append(json.load(f))
+    assert {r['shipped'] for r in rows} == set(study.FAMILIES.values())  # every family run
+    table = study.table(rows)
+    with open(osp.join(results, 'batch_exact_map.md')) as f:
+        assert f.read() == table
+    for page in ('projects/batch_exact_map/README.md', 'docs/user_guides/padding_exact_eval.md'):
+        with open(osp.join(REPO_ROOT, page)) as f:
+            assert table in f.read(), page
+
+
 @pytest.mark.slow
 def test_quick_run_through_the_tools(tmp_path, coco128_root):
     out = tmp_path / 'out'
