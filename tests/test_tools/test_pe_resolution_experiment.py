@@ -11,7 +11,9 @@ from tool_files import load_project
 
 STUDY = 'pe_zoo_resolution.pe_resolution_experiment'
 #: ``python -m projects.<STUDY> ARGS`` (the arguments: the run's argv)
-RUN_STUDY = f"import runpy; runpy.run_module('projects.{STUDY}', run_name='__main__')"
+# the fork has the module imported already (this file loads it): run it as __main__ afresh
+RUN_STUDY = (f"import runpy, sys; sys.modules.pop('projects.{STUDY}', None); "
+             f"runpy.run_module('projects.{STUDY}', run_name='__main__')")
 
 
 def write_idx(path, array):
