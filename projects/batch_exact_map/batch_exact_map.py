@@ -3,9 +3,10 @@
 One shipped padding-exact config per detector and backbone class (the DETR family with PEG,
 Deformable-DETR on PVT-PEG-S, COCO Mask2Former, SwinPEG-T RetinaNet, CPVT-S Mask R-CNN) is
 made CPU-sized (:func:`cpu_scale`: the same classes and switches, fewer and narrower layers,
-images resized to at most 480 x 320, COCO128 as training and test set), trained from scratch with ``tools/train.py`` and evaluated with
-``tools/analysis/batch_size_eval.py`` (mmengine's test loop, mmdet's ``CocoMetric``) at batch
-1, 2 and 8, in COCO order: the images of a batch differ in shape, so every batch is padded.
+images resized to at most 480 x 320, COCO128 as training and test set), trained from scratch
+with ``tools/train.py`` and evaluated with ``tools/analysis/batch_size_eval.py`` (mmengine's
+test loop, mmdet's ``CocoMetric``; box and mask mAP) at batch 1, 2 and 8, in COCO order: the
+images of a batch differ in shape, so every batch is padded.
 
 Training on the test images is on purpose: the mAP here says whether batching changes the
 detections of a trained model, not how well it generalises.
