@@ -97,21 +97,9 @@ def check_config(cfg, splits=None, files=None, allow=(), max_lines=5, out=print)
     return failed
 
 
-def _load(path, cfg_options):
-    """The config at ``path``, or the packaged one for ``mmposenc::<folder>/<file>.py``."""
-    if '::' not in path or osp.isfile(path):
-        return load_config(path, cfg_options)
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:  # a one-line config inheriting it, as users do
-        user = osp.join(tmp, osp.basename(path.split('::', 1)[1]))
-        with open(user, 'w') as f:
-            f.write(f'_base_ = {path!r}\n')
-        return load_config(user, cfg_options)
-
-
 def main(argv=None):
     args = parse_args(argv)
-    cfg = _load(args.config, _cfg_options(args.cfg_options))
+    cfg = load_config(args.config, _cfg_options(args.cfg_options))  # a file or mmposenc::...
     try:
         failed = check_config(cfg, args.split, args.files, args.allow, args.max_lines)
     except KeyError as err:
