@@ -183,7 +183,7 @@ def study(label: str, args) -> list:
             write_config(label, config, args)
         train_s = 0. if osp.isfile(ckpt) else run(
             [sys.executable, 'tools/train.py', config, '--work-dir', work], log)
-        if old and osp.isfile(ckpt) and not train_s:  # the same checkpoint, evaluated again
+        if old and not train_s:  # the same checkpoint, evaluated again
             train_s = old['train_seconds']
         name = label if switch == 'on' else f'{label} (off)'
         result = osp.join(work, f'batch_size_eval_{switch}.json')
